@@ -1,0 +1,73 @@
+import { EventEmitter } from "node:events";
+
+/**
+ * Typed events that every stage emits and observability (metrics, logs, heartbeats) subscribes to
+ * (DESIGN.md §6.9). Stages never call metrics directly; they emit one of these. Payloads carry
+ * durations (ms) and sizes, never payload text.
+ */
+export interface SluiceEventMap {
+  /** A record was fetched and decoded (or failed to decode). */
+  "record.consumed": { topic: string; partition: number; offset: string; timestampMs: number };
+  /** Final fate of a consumed record; emitted when its transaction commits. */
+  "record.outcome": {
+    topic: string;
+    partition: number;
+    outcome: "result" | "dead_letter" | "duplicate";
+    status?: "ok" | "expired" | "rejected" | "error";
+    /** commit time − request record timestamp */
+    endToEndMs: number;
+    errorCode?: string;
+  };
+  "batch.flushed": {
+    reason: "size" | "tokens" | "wait" | "deadline" | "shutdown";
+    size: number;
+    tokens: number;
+    /** per item: flush time − enqueue time */
+    queueWaitMs: number[];
+  };
+  "batch.inferred": {
+    size: number;
+    inferenceMs: number;
+    realTokens: number;
+    paddedTokens: number;
+    expired: number;
+    failed: number;
+  };
+  "transaction.finished": {
+    topic: string;
+    partition: number;
+    outcome: "committed" | "aborted" | "fenced" | "failed";
+    records: number;
+    durationMs: number;
+    /** Offset committed (next offset to read) when outcome is committed. */
+    nextOffset?: string;
+    /** Timestamp of the last record covered by this commit (event time). */
+    lastEventTimestampMs?: number;
+  };
+  "partitions.assigned": { topic: string; partitions: number[] };
+  "partitions.revoked": { topic: string; partitions: number[] };
+  "partitions.restored": { topic: string; partition: number; dedupEntries: number; durationMs: number };
+  "consumer.paused": { reason: string };
+  "consumer.resumed": Record<string, never>;
+  "model.loaded": { name: string; version: string; task: string };
+}
+
+export type SluiceEventName = keyof SluiceEventMap;
+
+export class SluiceEvents {
+  private readonly emitter = new EventEmitter();
+
+  constructor() {
+    this.emitter.setMaxListeners(50);
+  }
+
+  emit<K extends SluiceEventName>(name: K, payload: SluiceEventMap[K]): void {
+    // Skip the work entirely when nobody listens: keeps the hot path lean (DESIGN.md §6.10).
+    if (this.emitter.listenerCount(name) > 0) this.emitter.emit(name, payload);
+  }
+
+  on<K extends SluiceEventName>(name: K, listener: (payload: SluiceEventMap[K]) => void): () => void {
+    this.emitter.on(name, listener);
+    return () => this.emitter.off(name, listener);
+  }
+}

@@ -1,0 +1,60 @@
+/**
+ * The one error type Sluice throws on purpose. Callers dispatch on `code`, never on class names
+ * (DESIGN.md §6.3). `retriable` says whether trying the same thing again can succeed.
+ */
+export type SluiceErrorCode =
+  // configuration and environment
+  | "CONFIG_INVALID"
+  | "DEPENDENCY_MISSING"
+  | "BROKER_UNAVAILABLE"
+  | "BROKER_START_FAILED"
+  // per-record / per-item failures (these become dead letters or error results)
+  | "DECODE_FAILED"
+  | "SCHEMA_VIOLATION"
+  | "MISSING_ID"
+  | "PAYLOAD_TOO_LARGE"
+  | "EMPTY_TEXT"
+  | "INVALID_TEXT"
+  | "TOKENIZE_FAILED"
+  | "INFERENCE_FAILED"
+  | "DEADLINE_EXCEEDED"
+  // models
+  | "MODEL_NOT_FOUND"
+  | "MODEL_LOAD_FAILED"
+  | "MODEL_FETCH_FAILED"
+  // delivery
+  | "PRODUCER_FENCED"
+  | "TRANSACTION_FAILED"
+  // batch mode
+  | "MANIFEST_MISMATCH"
+  | "INPUT_INVALID"
+  | "INTERNAL";
+
+export interface SluiceErrorContext {
+  topic?: string;
+  partition?: number;
+  offset?: string;
+  [key: string]: unknown;
+}
+
+export class SluiceError extends Error {
+  override readonly name = "SluiceError";
+  readonly code: SluiceErrorCode;
+  readonly retriable: boolean;
+  readonly context: SluiceErrorContext;
+
+  constructor(
+    code: SluiceErrorCode,
+    message: string,
+    options: { retriable?: boolean; cause?: unknown; context?: SluiceErrorContext } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.retriable = options.retriable ?? false;
+    this.context = options.context ?? {};
+  }
+}
+
+export function isSluiceError(value: unknown, code?: SluiceErrorCode): value is SluiceError {
+  return value instanceof SluiceError && (code === undefined || value.code === code);
+}
