@@ -1,0 +1,107 @@
+/**
+ * The batching policy: a pure function of the queue and the time (DESIGN.md §6.7, after Triton's
+ * `GetDynamicBatch`). `MicroBatcher` owns the queue and the timer; this decides when to flush and
+ * how many items to take.
+ *
+ * API note: to honour "take only as many as fit" the policy needs per-item token counts, which the
+ * aggregate `QueueState` cannot carry; `QueueState.tokenAt(i)` (oldest first) supplies them. Without
+ * it the token rule can only flush the whole queue.
+ *
+ * Rules, checked in this order (the first match names the reason):
+ *  1. `closing`                                   → shutdown
+ *  2. count ≥ maxBatchSize                        → size
+ *  3. tokens ≥ maxBatchTokens                     → tokens
+ *  4. earliestDeadline − estimatedInferenceMs ≤ now → deadline (waiting longer would miss it)
+ *  5. now − oldestEnqueuedAt ≥ maxWaitMs          → wait
+ * `take` is always the longest arrival-order prefix with ≤ maxBatchSize items and ≤ maxBatchTokens
+ * tokens, and at least 1 (a single item above maxBatchTokens goes alone). Otherwise `waitMs` says
+ * when the next rule can fire (Infinity for an empty queue: no timer needed).
+ */
+export type FlushReason = "size" | "tokens" | "wait" | "deadline" | "shutdown";
+
+export interface BatchPolicyOptions {
+  /** Most items per batch. Positive integer. */
+  maxBatchSize: number;
+  /** Most tokens (after truncation) per batch; bounds padding and memory. Positive. */
+  maxBatchTokens: number;
+  /** Longest time the oldest queued item waits for company, ms. 0 = flush at once. */
+  maxWaitMs: number;
+  /** Expected inference time of a batch, ms, subtracted from deadlines. Default 0. */
+  estimatedInferenceMs?: number;
+}
+
+export interface QueueState {
+  count: number;
+  tokens: number;
+  /** Enqueue time of the oldest item (epoch ms); null when empty. */
+  oldestEnqueuedAtMs: number | null;
+  /** Earliest `deadlineMs` among queued items; null when none has one. */
+  earliestDeadlineMs: number | null;
+  closing: boolean;
+  /** Token count of the i-th queued item, 0 = oldest. Optional; see the file comment. */
+  tokenAt?: (index: number) => number;
+}
+
+export type BatchDecision =
+  | { flush: true; reason: FlushReason; take: number }
+  | { flush: false; waitMs: number };
+
+export function decideBatch(queue: QueueState, nowMs: number, opts: BatchPolicyOptions): BatchDecision {
+  if (queue.count <= 0) {
+    return queue.closing ? { flush: false, waitMs: 0 } : { flush: false, waitMs: Number.POSITIVE_INFINITY };
+  }
+  if (queue.closing) return { flush: true, reason: "shutdown", take: takeCount(queue, opts) };
+  if (queue.count >= opts.maxBatchSize) return { flush: true, reason: "size", take: takeCount(queue, opts) };
+  if (queue.tokens >= opts.maxBatchTokens)
+    return { flush: true, reason: "tokens", take: takeCount(queue, opts) };
+
+  let waitMs = Number.POSITIVE_INFINITY;
+  if (queue.earliestDeadlineMs !== null) {
+    const untilDeadline = queue.earliestDeadlineMs - (opts.estimatedInferenceMs ?? 0) - nowMs;
+    if (untilDeadline <= 0) return { flush: true, reason: "deadline", take: takeCount(queue, opts) };
+    waitMs = untilDeadline;
+  }
+  if (queue.oldestEnqueuedAtMs !== null) {
+    const untilWait = queue.oldestEnqueuedAtMs + opts.maxWaitMs - nowMs;
+    if (untilWait <= 0) return { flush: true, reason: "wait", take: takeCount(queue, opts) };
+    waitMs = Math.min(waitMs, untilWait);
+  }
+  return { flush: false, waitMs };
+}
+
+/** Longest prefix within both limits, at least one item. */
+function takeCount(queue: QueueState, opts: BatchPolicyOptions): number {
+  const maxItems = Math.min(queue.count, opts.maxBatchSize);
+  if (queue.tokens <= opts.maxBatchTokens || queue.tokenAt === undefined) return maxItems;
+  let sum = 0;
+  for (let i = 0; i < maxItems; i++) {
+    sum += queue.tokenAt(i);
+    if (sum > opts.maxBatchTokens) return Math.max(1, i);
+  }
+  return maxItems;
+}
+
+/** Throws a RangeError naming the bad field; components call this once at construction. */
+export function validateBatchPolicyOptions(opts: BatchPolicyOptions, component = "batching"): void {
+  if (!Number.isInteger(opts.maxBatchSize) || opts.maxBatchSize < 1) {
+    throw new RangeError(
+      `${component}: maxBatchSize must be an integer ≥ 1, got ${String(opts.maxBatchSize)}`,
+    );
+  }
+  if (!Number.isFinite(opts.maxBatchTokens) || opts.maxBatchTokens < 1) {
+    throw new RangeError(
+      `${component}: maxBatchTokens must be a number ≥ 1, got ${String(opts.maxBatchTokens)}`,
+    );
+  }
+  if (!Number.isFinite(opts.maxWaitMs) || opts.maxWaitMs < 0) {
+    throw new RangeError(
+      `${component}: maxWaitMs must be a finite number ≥ 0, got ${String(opts.maxWaitMs)}`,
+    );
+  }
+  const est = opts.estimatedInferenceMs;
+  if (est !== undefined && (!Number.isFinite(est) || est < 0)) {
+    throw new RangeError(
+      `${component}: estimatedInferenceMs must be a finite number ≥ 0, got ${String(est)}`,
+    );
+  }
+}

@@ -1,0 +1,71 @@
+/**
+ * Wire codecs and the `content-type` header that selects one per record. A record's header wins;
+ * without one the topic's configured codec applies.
+ */
+export type Codec = "json" | "avro";
+
+/** Structurally the same as kafkajs `IHeaders`, so contracts need nothing from the Kafka layer. */
+export type RecordHeaders = Record<string, Buffer | string | (Buffer | string)[] | undefined>;
+
+export const CONTENT_TYPE_HEADER = "content-type";
+
+const CONTENT_TYPES: Record<Codec, string> = {
+  json: "application/json",
+  avro: "application/avro",
+};
+
+/** The `content-type` value Sluice writes for a codec. */
+export function contentTypeFor(codec: Codec): string {
+  return CONTENT_TYPES[codec];
+}
+
+export const CODECS: readonly Codec[] = ["json", "avro"];
+
+export function isCodec(value: unknown): value is Codec {
+  return value === "json" || value === "avro";
+}
+
+/**
+ * Codec named by a record's `content-type` header: `{codec}` when recognised, `{codec: fallback}` when
+ * the header is absent, `{unsupported}` (the raw value) when it names something Sluice cannot read.
+ * Parameters such as `; charset=utf-8` are ignored; matching is case-insensitive.
+ */
+export function codecFromHeaders(
+  headers: RecordHeaders | undefined,
+  fallback: Codec,
+): { codec: Codec } | { unsupported: string } {
+  const raw = headerValue(headers, CONTENT_TYPE_HEADER);
+  if (raw === undefined) return { codec: fallback };
+  const mediaType = (raw.split(";")[0] ?? "").trim().toLowerCase();
+  switch (mediaType) {
+    case "":
+      return { codec: fallback };
+    case "application/json":
+    case "text/json":
+      return { codec: "json" };
+    case "application/avro":
+    case "avro/binary":
+    case "application/x-avro-binary":
+      return { codec: "avro" };
+    default:
+      return { unsupported: mediaType };
+  }
+}
+
+/** First value of a header as a string (header names are matched case-insensitively). */
+export function headerValue(headers: RecordHeaders | undefined, name: string): string | undefined {
+  if (headers === undefined) return undefined;
+  let value = headers[name];
+  if (value === undefined) {
+    const lower = name.toLowerCase();
+    for (const key of Object.keys(headers)) {
+      if (key.toLowerCase() === lower) {
+        value = headers[key];
+        break;
+      }
+    }
+  }
+  if (Array.isArray(value)) value = value[0];
+  if (value === undefined) return undefined;
+  return typeof value === "string" ? value : value.toString("utf8");
+}

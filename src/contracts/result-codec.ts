@@ -1,0 +1,138 @@
+import { avroType } from "./avro-schemas.js";
+import { type Codec, codecFromHeaders, contentTypeFor, isCodec, type RecordHeaders } from "./codec.js";
+import type { InferenceOutput, InferenceResult, ResultStatus } from "./inference.js";
+
+/**
+ * Encoding of results (schemas/inference-result.avsc). JSON carries embeddings as plain numbers;
+ * Avro carries them as float32, so an Avro round trip equals `Math.fround` of each component.
+ * Both codecs produce the same normalised shape: `truncated` defaults to false, `error` to null.
+ */
+export interface ResultEncoderOptions {
+  /** Codec of the results topic. */
+  codec: Codec;
+}
+
+export class ResultEncoder {
+  private readonly codec: Codec;
+  private readonly headers: Record<string, string>;
+
+  constructor(opts: ResultEncoderOptions) {
+    if (!isCodec(opts.codec)) {
+      throw new Error(`ResultEncoder: codec must be "json" or "avro", got ${String(opts.codec)}`);
+    }
+    this.codec = opts.codec;
+    this.headers = { "content-type": contentTypeFor(opts.codec) };
+    avroType("inference-result");
+  }
+
+  encode(result: InferenceResult): { value: Buffer; headers: Record<string, string> } {
+    const headers = { ...this.headers };
+    if (this.codec === "avro") {
+      return { value: avroType("inference-result").toBuffer(toAvro(result)), headers };
+    }
+    return { value: Buffer.from(JSON.stringify(normalize(result)), "utf8"), headers };
+  }
+}
+
+/**
+ * Decodes a result for downstream clients and tests. The `content-type` header picks the codec;
+ * without it `fallback` applies (default json). Throws an Error naming the problem on bad input.
+ */
+export function decodeResult(
+  value: Buffer,
+  headers?: RecordHeaders,
+  fallback: Codec = "json",
+): InferenceResult {
+  const selected = codecFromHeaders(headers, fallback);
+  if ("unsupported" in selected) {
+    throw new Error(
+      `decodeResult: unsupported content-type "${selected.unsupported}"; expected JSON or Avro`,
+    );
+  }
+  if (selected.codec === "avro") {
+    return fromAvro(avroType("inference-result").fromBuffer(value) as AvroResult);
+  }
+  const parsed = JSON.parse(value.toString("utf8")) as unknown;
+  if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
+    throw new Error("decodeResult: expected a JSON object");
+  }
+  const obj = parsed as InferenceResult;
+  if (typeof obj.id !== "string" || !STATUSES.has(obj.status)) {
+    throw new Error('decodeResult: JSON result lacks a string "id" or a valid "status"');
+  }
+  return normalize(obj);
+}
+
+const STATUSES = new Set<ResultStatus>(["ok", "expired", "rejected", "error"]);
+
+interface AvroOutput {
+  embedding: number[] | null;
+  label: string | null;
+  scores: Record<string, number> | null;
+}
+
+interface AvroResult extends Omit<InferenceResult, "output" | "truncated" | "error"> {
+  output: AvroOutput | null;
+  truncated: boolean;
+  error: { code: string; message: string } | null;
+}
+
+function normalizeOutput(output: InferenceOutput | null | undefined): InferenceOutput | null {
+  if (output === null || output === undefined) return null;
+  if (output.embedding !== undefined && output.embedding !== null) {
+    // Typed arrays would serialise as objects in JSON and fail avsc's array check.
+    const embedding = Array.isArray(output.embedding)
+      ? output.embedding
+      : Array.from(output.embedding as ArrayLike<number>);
+    return { embedding };
+  }
+  return { label: output.label as string, scores: output.scores as Record<string, number> };
+}
+
+function normalize(result: InferenceResult): InferenceResult {
+  return {
+    id: result.id,
+    status: result.status,
+    output: normalizeOutput(result.output),
+    model: { name: result.model.name, version: result.model.version },
+    source: { topic: result.source.topic, partition: result.source.partition, offset: result.source.offset },
+    timing: {
+      requestTimestamp: result.timing.requestTimestamp,
+      queueMs: result.timing.queueMs,
+      inferenceMs: result.timing.inferenceMs,
+      batchSize: result.timing.batchSize,
+      completedAt: result.timing.completedAt,
+    },
+    attributes: result.attributes ?? null,
+    truncated: result.truncated ?? false,
+    error: result.error ?? null,
+  };
+}
+
+function toAvro(result: InferenceResult): AvroResult {
+  const n = normalize(result);
+  const out = n.output;
+  return {
+    ...n,
+    output:
+      out === null
+        ? null
+        : out.embedding !== undefined
+          ? { embedding: out.embedding, label: null, scores: null }
+          : { embedding: null, label: out.label, scores: out.scores },
+    truncated: n.truncated ?? false,
+    error: n.error ?? null,
+  };
+}
+
+function fromAvro(r: AvroResult): InferenceResult {
+  const out = r.output;
+  let output: InferenceOutput | null = null;
+  if (out !== null) {
+    output =
+      out.embedding !== null
+        ? { embedding: out.embedding }
+        : { label: out.label ?? "", scores: out.scores ?? {} };
+  }
+  return normalize({ ...r, output });
+}

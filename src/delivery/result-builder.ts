@@ -1,0 +1,97 @@
+import type {
+  InferenceRequest,
+  InferenceResult,
+  ModelIdentity,
+  ResultStatus,
+} from "../contracts/inference.js";
+import type { ItemOutcome } from "../model/model-port.js";
+
+/**
+ * Turns a request plus what happened to it into its one outcome record.
+ *
+ * | outcome                         | status   | streaming disposition                 |
+ * |---------------------------------|----------|---------------------------------------|
+ * | ok                              | ok       | result                                |
+ * | DEADLINE_EXCEEDED               | expired  | result                                |
+ * | EMPTY_TEXT, INVALID_TEXT        | rejected | result (bad input, replay won't help) |
+ * | TOKENIZE_FAILED, INFERENCE_FAILED | error  | dead letter (stage model), not result |
+ *
+ * Per-item model errors go to the dead-letter topic (so they can be replayed after a fix), and then
+ * no result is written for that request. `buildResult` can still build a status-error result (batch
+ * mode writes those to its error output); `routeOutcome` applies the streaming rule.
+ */
+export type ResultOutcome = ItemOutcome | { ok: false; code: "DEADLINE_EXCEEDED"; message: string };
+
+export interface ResultContext {
+  request: InferenceRequest;
+  source: { topic: string; partition: number; offset: string };
+  /** Kafka timestamp of the request record, epoch ms. */
+  requestTimestamp: number;
+  model: ModelIdentity;
+  /** Batch formation − enqueue, ms. */
+  queueMs: number;
+  /** Batch inference wall time, ms (0 when the request never reached the model). */
+  inferenceMs: number;
+  batchSize: number;
+  /** Epoch ms. */
+  completedAt: number;
+}
+
+export type OutcomeRoute =
+  | { kind: "result"; result: InferenceResult }
+  | { kind: "dead_letter"; error: { code: string; message: string; stage: "model" } };
+
+export function statusOf(outcome: ResultOutcome): ResultStatus {
+  if (outcome.ok) return "ok";
+  switch (outcome.code) {
+    case "DEADLINE_EXCEEDED":
+      return "expired";
+    case "EMPTY_TEXT":
+    case "INVALID_TEXT":
+      return "rejected";
+    default:
+      return "error";
+  }
+}
+
+/** True when `request` has a deadline at or before `nowMs`. */
+export function isPastDeadline(request: InferenceRequest, nowMs: number): boolean {
+  return request.deadlineMs !== undefined && request.deadlineMs !== null && request.deadlineMs <= nowMs;
+}
+
+/** The outcome for a request whose deadline passed before inference. */
+export function expiredOutcome(deadlineMs: number, nowMs: number): ResultOutcome {
+  return {
+    ok: false,
+    code: "DEADLINE_EXCEEDED",
+    message: `deadline passed ${Math.max(0, Math.round(nowMs - deadlineMs))} ms before inference; raise deadlineMs or reduce load`,
+  };
+}
+
+export function buildResult(ctx: ResultContext, outcome: ResultOutcome): InferenceResult {
+  return {
+    id: ctx.request.id,
+    status: statusOf(outcome),
+    output: outcome.ok ? outcome.output : null,
+    model: { name: ctx.model.name, version: ctx.model.version },
+    source: { topic: ctx.source.topic, partition: ctx.source.partition, offset: ctx.source.offset },
+    timing: {
+      requestTimestamp: ctx.requestTimestamp,
+      queueMs: ctx.queueMs,
+      inferenceMs: ctx.inferenceMs,
+      batchSize: ctx.batchSize,
+      completedAt: ctx.completedAt,
+    },
+    attributes: ctx.request.attributes ?? null,
+    truncated: outcome.ok ? outcome.truncated : false,
+    error: outcome.ok ? null : { code: outcome.code, message: outcome.message },
+  };
+}
+
+/** Streaming rule: status error → dead letter (stage model); everything else → result. */
+export function routeOutcome(ctx: ResultContext, outcome: ResultOutcome): OutcomeRoute {
+  if (!outcome.ok && statusOf(outcome) === "error") {
+    return { kind: "dead_letter", error: { code: outcome.code, message: outcome.message, stage: "model" } };
+  }
+  return { kind: "result", result: buildResult(ctx, outcome) };
+}
