@@ -50,6 +50,63 @@ export interface SluiceEventMap {
   "consumer.paused": { reason: string };
   "consumer.resumed": Record<string, never>;
   "model.loaded": { name: string; version: string; task: string };
+  /**
+   * One per micro-batch after inference (the batch log's line). Request ids are hashed before they
+   * are logged; text never travels on the bus.
+   */
+  "batch.completed": BatchReport;
+  /** One LagMonitor sample of a consumer group, read from the broker (see docs/observability.md). */
+  "lag.sampled": LagSample;
+}
+
+export interface BatchReport {
+  reason: "size" | "tokens" | "wait" | "deadline" | "shutdown";
+  size: number;
+  /** Real tokens in the batch (before padding). */
+  tokens: number;
+  /** Tokens the model actually ran, padding included (0 when nothing ran). */
+  paddedTokens: number;
+  /** Per item: flush time − enqueue time, ms. */
+  queueWaitMs: readonly number[];
+  inferenceMs: number;
+  ok: number;
+  expired: number;
+  failed: number;
+  /** Request ids in batch order (hashed before logging). */
+  requestIds: readonly string[];
+  /** Input partitions the items came from. */
+  sources: readonly { topic: string; partition: number }[];
+}
+
+export interface PartitionLag {
+  topic: string;
+  partition: number;
+  /** Next offset the group will read; null when the group has committed nothing for this partition. */
+  committedOffset: string | null;
+  /** Log-end offset (high watermark). */
+  endOffset: string;
+  /** endOffset − committed (committed = log start offset when the group has none). */
+  lagRecords: number;
+  /** now − timestamp of the first uncommitted data record, s; 0 when there is none (idle / caught up); NaN when unknown. */
+  lagSeconds: number;
+  /** Event time of the last record before the committed offset, when it was read from the log. */
+  lastCommittedEventTimestampMs?: number;
+}
+
+export interface TopicLag {
+  topic: string;
+  lagRecords: number;
+  /** Committed offsets advanced per second across the group, smoothed; 0 before two samples. */
+  throughputRecordsPerSecond: number;
+  /** lagRecords ÷ throughput; 0 when lag is 0; +Inf when lag > 0 and nothing is being committed. */
+  timeToDrainSeconds: number;
+}
+
+export interface LagSample {
+  groupId: string;
+  sampledAtMs: number;
+  partitions: PartitionLag[];
+  topics: TopicLag[];
 }
 
 export type SluiceEventName = keyof SluiceEventMap;

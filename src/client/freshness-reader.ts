@@ -1,0 +1,147 @@
+import { randomBytes } from "node:crypto";
+import { Kafka, type KafkaConfig, logLevel } from "kafkajs";
+import { decodeHeartbeat, type FreshnessHeartbeat } from "../contracts/freshness-heartbeat.js";
+import { SluiceError } from "../sluice-error.js";
+
+export type { FreshnessHeartbeat } from "../contracts/freshness-heartbeat.js";
+
+export interface ReadFreshnessOptions {
+  /** Bootstrap brokers, `host:port`. */
+  brokers: string[];
+  /** Freshness topic (Sluice config `topics.freshness`). Default `"sluice.freshness"`. */
+  topic?: string;
+  /** Only heartbeats of this Sluice consumer group. Default: all groups. */
+  groupId?: string;
+  /** Read heartbeats emitted in this window before now, ms. Default 300000 (5 min). */
+  lookbackMs?: number;
+  /** Give up reading after this long, ms (returns what was read). Default 10000. */
+  timeoutMs?: number;
+  /** Extra kafkajs client settings (ssl, sasl, clientId). */
+  kafka?: Omit<KafkaConfig, "brokers">;
+}
+
+/**
+ * Latest freshness heartbeat per (group, request topic, partition), from the Sluice freshness topic.
+ *
+ * A heartbeat's `completeUpToMs` = T means: every request record with a Kafka timestamp ≤ T on that
+ * partition has a committed result or dead letter (readable with `isolation.level=read_committed`).
+ * The minimum `completeUpToMs` over a topic's partitions is how far that topic's results are
+ * complete. `emittedAtMs` tells whether the instance is alive: heartbeats arrive every
+ * `observability.heartbeatIntervalMs`. `lagRecords`/`lagSeconds` are -1 when not yet measured.
+ *
+ * ```ts
+ * const beats = await readFreshness({ brokers: ["localhost:9092"], groupId: "sluice" });
+ * const upTo = Math.min(...beats.filter((b) => b.topic === "sluice.requests").map((b) => b.completeUpToMs ?? 0));
+ * ```
+ */
+export async function readFreshness(opts: ReadFreshnessOptions): Promise<FreshnessHeartbeat[]> {
+  const topic = opts.topic ?? "sluice.freshness";
+  const lookbackMs = opts.lookbackMs ?? 300_000;
+  const timeoutMs = opts.timeoutMs ?? 10_000;
+  if (opts.brokers.length === 0)
+    throw new SluiceError("CONFIG_INVALID", "readFreshness needs at least one broker");
+  if (!(lookbackMs > 0) || !(timeoutMs > 0)) {
+    throw new SluiceError("CONFIG_INVALID", "readFreshness lookbackMs and timeoutMs must be > 0");
+  }
+  const kafka = new Kafka({
+    clientId: "sluice-freshness-reader",
+    logLevel: logLevel.NOTHING,
+    ...opts.kafka,
+    brokers: opts.brokers,
+  });
+
+  // Where to start (first heartbeat inside the window) and stop (current end) per partition.
+  const ranges = new Map<number, { start: bigint; end: bigint; reached: bigint }>();
+  const admin = kafka.admin();
+  try {
+    await admin.connect();
+    const ends = await admin.fetchTopicOffsets(topic);
+    const starts = await admin.fetchTopicOffsetsByTimestamp(topic, Date.now() - lookbackMs);
+    for (const e of ends) {
+      const s = starts.find((x) => x.partition === e.partition);
+      const end = BigInt(e.high);
+      const start = s && BigInt(s.offset) >= 0n ? BigInt(s.offset) : end;
+      if (start < end) ranges.set(e.partition, { start, end, reached: start - 1n });
+    }
+  } catch (cause) {
+    throw new SluiceError(
+      "BROKER_UNAVAILABLE",
+      `Cannot read freshness topic "${topic}": ${(cause as Error).message}; check the brokers and topics.freshness`,
+      { retriable: true, cause },
+    );
+  } finally {
+    await admin.disconnect().catch(() => {});
+  }
+
+  const latest = new Map<string, FreshnessHeartbeat>();
+  if (ranges.size === 0) return [];
+  const consumer = kafka.consumer({
+    groupId: `sluice-freshness-reader-${randomBytes(6).toString("hex")}`,
+    allowAutoTopicCreation: false,
+    maxWaitTimeInMs: 250,
+  });
+  let settle: () => void = () => {};
+  const done = new Promise<void>((resolve) => {
+    settle = resolve;
+  });
+  const moved = (partition: number, lastOffset: bigint) => {
+    const r = ranges.get(partition);
+    if (!r) return;
+    if (lastOffset > r.reached) r.reached = lastOffset;
+    if ([...ranges.values()].every((x) => x.reached + 1n >= x.end)) settle();
+  };
+  consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
+    // Inside joinAndSync, before the first fetch, so these seeks win over the default position.
+    const assigned = (payload.memberAssignment as Record<string, number[]>)[topic] ?? [];
+    const idle = assigned.filter((p) => !ranges.has(p));
+    if (idle.length > 0) consumer.pause([{ topic, partitions: idle }]);
+    for (const [partition, r] of ranges) consumer.seek({ topic, partition, offset: r.start.toString() });
+  });
+  consumer.on(consumer.events.START_BATCH_PROCESS, ({ payload }) => {
+    if (payload.batchSize === 0) moved(payload.partition, BigInt(payload.lastOffset));
+  });
+  const timer = setTimeout(settle, timeoutMs);
+  try {
+    await consumer.connect();
+    await consumer.subscribe({ topic, fromBeginning: true });
+    await consumer.run({
+      autoCommit: false,
+      eachBatch: async ({ batch }) => {
+        for (const m of batch.messages) {
+          if (!m.value) continue;
+          let hb: FreshnessHeartbeat;
+          try {
+            hb = decodeHeartbeat(m.value);
+          } catch {
+            continue; // not a heartbeat: someone else wrote to the topic; skip it
+          }
+          if (opts.groupId !== undefined && hb.groupId !== opts.groupId) continue;
+          const k = `${hb.groupId}\u0000${hb.topic}\u0000${hb.partition}`;
+          const prev = latest.get(k);
+          if (!prev || hb.emittedAtMs >= prev.emittedAtMs) latest.set(k, hb);
+        }
+        moved(batch.partition, BigInt(batch.lastOffset()));
+      },
+    });
+    await done;
+  } catch (cause) {
+    throw new SluiceError(
+      "BROKER_UNAVAILABLE",
+      `Reading freshness heartbeats failed: ${(cause as Error).message}`,
+      {
+        retriable: true,
+        cause,
+      },
+    );
+  } finally {
+    clearTimeout(timer);
+    await consumer.disconnect().catch(() => {});
+  }
+  return [...latest.values()].sort((a, b) =>
+    a.groupId !== b.groupId
+      ? a.groupId.localeCompare(b.groupId)
+      : a.topic !== b.topic
+        ? a.topic.localeCompare(b.topic)
+        : a.partition - b.partition,
+  );
+}

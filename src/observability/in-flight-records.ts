@@ -1,0 +1,114 @@
+import type { SluiceEvents } from "./sluice-events.js";
+
+interface PartitionQueue {
+  topic: string;
+  partition: number;
+  offsets: bigint[];
+  timestamps: number[];
+  /** Index of the oldest uncommitted entry; entries before it are dropped lazily (no Array.shift). */
+  head: number;
+}
+
+const key = (topic: string, partition: number) => `${topic}\u0000${partition}`;
+
+/**
+ * Per owned partition, the record timestamps this instance has consumed but not yet committed, fed by
+ * `record.consumed` and `transaction.finished` events. It answers "what is the timestamp of the
+ * first record at or after the committed offset" without any broker round trip, which is what
+ * lag seconds needs; `LagMonitor` falls back to reading the log when it does not know (partition
+ * owned elsewhere, or not fetched yet).
+ */
+export class InFlightRecords {
+  private readonly queues = new Map<string, PartitionQueue>();
+  private readonly offs: Array<() => void>;
+
+  constructor(events: SluiceEvents) {
+    this.offs = [
+      events.on("partitions.assigned", (e) => {
+        for (const p of e.partitions) {
+          if (!this.queues.has(key(e.topic, p))) {
+            this.queues.set(key(e.topic, p), {
+              topic: e.topic,
+              partition: p,
+              offsets: [],
+              timestamps: [],
+              head: 0,
+            });
+          }
+        }
+      }),
+      events.on("partitions.revoked", (e) => {
+        for (const p of e.partitions) this.queues.delete(key(e.topic, p));
+      }),
+      events.on("record.consumed", (e) => {
+        const q = this.queues.get(key(e.topic, e.partition));
+        if (!q) return;
+        const offset = BigInt(e.offset);
+        if (q.head > 0 && q.head === q.offsets.length) {
+          q.offsets.length = 0;
+          q.timestamps.length = 0;
+          q.head = 0;
+        }
+        const last = q.offsets[q.offsets.length - 1];
+        if (last !== undefined && offset <= last) {
+          // Re-fetched after an abort/seek: already tracked, or rewound past our head (start over).
+          if (offset >= (q.offsets[q.head] as bigint)) return;
+          q.offsets.length = 0;
+          q.timestamps.length = 0;
+          q.head = 0;
+        }
+        q.offsets.push(offset);
+        q.timestamps.push(e.timestampMs);
+      }),
+      events.on("transaction.finished", (e) => {
+        if (e.outcome !== "committed" || e.nextOffset === undefined) return;
+        const q = this.queues.get(key(e.topic, e.partition));
+        if (q) this.dropBefore(q, BigInt(e.nextOffset));
+      }),
+    ];
+  }
+
+  /** Partitions this instance owns (per the last assignment events). */
+  owned(): Array<{ topic: string; partition: number }> {
+    return [...this.queues.values()].map((q) => ({ topic: q.topic, partition: q.partition }));
+  }
+
+  owns(topic: string, partition: number): boolean {
+    return this.queues.has(key(topic, partition));
+  }
+
+  /**
+   * Timestamp of the first consumed record with offset ≥ `committedOffset`, if this instance owns the
+   * partition and has fetched it; undefined otherwise (caller must look elsewhere).
+   */
+  firstUncommitted(topic: string, partition: number, committedOffset: bigint): number | undefined {
+    const q = this.queues.get(key(topic, partition));
+    if (!q) return undefined;
+    this.dropBefore(q, committedOffset);
+    const first = q.offsets[q.head];
+    // A gap means the record at the committed offset was not consumed here (yet): do not guess.
+    if (first === undefined || first !== committedOffset) return undefined;
+    return q.timestamps[q.head];
+  }
+
+  /** Records held across all partitions (for tests and diagnostics). */
+  size(): number {
+    let n = 0;
+    for (const q of this.queues.values()) n += q.offsets.length - q.head;
+    return n;
+  }
+
+  detach(): void {
+    for (const off of this.offs.splice(0)) off();
+  }
+
+  private dropBefore(q: PartitionQueue, offset: bigint): void {
+    while (q.head < q.offsets.length && (q.offsets[q.head] as bigint) < offset) q.head++;
+    // Compact once the dead prefix dominates, so memory stays proportional to what is in flight.
+    if (q.head > 1024 && q.head * 2 > q.offsets.length) {
+      q.offsets.splice(0, q.head);
+      q.timestamps.splice(0, q.head);
+      q.head = 0;
+    }
+  }
+}

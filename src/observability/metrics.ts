@@ -1,0 +1,282 @@
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import { SluiceError } from "../sluice-error.js";
+import type { LagSample, SluiceEvents } from "./sluice-events.js";
+
+export interface SluiceMetricsOptions {
+  /** Registry to register into. Default: a new private registry (never prom-client's global one). */
+  registry?: Registry;
+  /** Register Node process metrics and event-loop delay (`collectDefaultMetrics`). Default `true`. */
+  collectDefaultMetrics?: boolean;
+  /** Event-loop delay sampling resolution, ms. Default 10. */
+  eventLoopMonitoringPrecisionMs?: number;
+  /** Labels added to every series, e.g. `{ instance_id }`. Default none. */
+  defaultLabels?: Record<string, string>;
+  /** Clock for freshness (epoch ms). Default `Date.now`. */
+  nowMs?: () => number;
+}
+
+/** Every Sluice metric name, so dashboards and alert rules can be checked against the registry. */
+export const SLUICE_METRIC_NAMES = [
+  "sluice_consumer_lag_records",
+  "sluice_consumer_lag_seconds",
+  "sluice_freshness_seconds",
+  "sluice_time_to_drain_seconds",
+  "sluice_end_to_end_latency_seconds",
+  "sluice_queue_wait_seconds",
+  "sluice_inference_seconds",
+  "sluice_batch_size",
+  "sluice_batch_tokens",
+  "sluice_batches_total",
+  "sluice_records_total",
+  "sluice_expired_total",
+  "sluice_transactions_total",
+  "sluice_model_info",
+] as const;
+
+const LATENCY_BUCKETS_S = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
+const SHORT_BUCKETS_S = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+const SIZE_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
+const TOKEN_BUCKETS = [16, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536];
+
+const key = (topic: string, partition: number) => `${topic}\u0000${partition}`;
+
+/**
+ * Owns the Prometheus registry of one Sluice process. Stages never call it: `attach(events)`
+ * subscribes to the typed event bus (DESIGN.md §6.9), and the lag gauges are fed by
+ * `lag.sampled` events from `LagMonitor`.
+ */
+export class SluiceMetrics {
+  readonly registry: Registry;
+  private readonly nowMs: () => number;
+
+  private readonly lagRecords: Gauge<"topic" | "partition">;
+  private readonly lagSeconds: Gauge<"topic" | "partition">;
+  private readonly timeToDrain: Gauge<"topic">;
+  private readonly endToEnd: Histogram<"status">;
+  private readonly queueWait: Histogram;
+  private readonly inference: Histogram;
+  private readonly batchSize: Histogram;
+  private readonly batchTokens: Histogram;
+  private readonly batches: Counter<"reason">;
+  private readonly records: Counter<"outcome">;
+  private readonly expired: Counter;
+  private readonly transactions: Counter<"outcome">;
+  private readonly modelInfo: Gauge<"name" | "version" | "task">;
+
+  /** Event time of the last committed record per partition (from commits here or from the log). */
+  private readonly lastCommittedEventMs = new Map<string, { topic: string; partition: number; ms: number }>();
+  /** Partitions seen in the previous lag sample, so vanished ones are removed instead of going stale. */
+  private lagKeys = new Set<string>();
+  private readonly detachers: Array<() => void> = [];
+  private readonly recordsBy = new Map<string, Counter.Internal>();
+  private readonly endToEndBy = new Map<string, Histogram.Internal<"status">>();
+
+  constructor(opts: SluiceMetricsOptions = {}) {
+    const precision = opts.eventLoopMonitoringPrecisionMs ?? 10;
+    if (!Number.isInteger(precision) || precision < 1) {
+      throw new SluiceError(
+        "CONFIG_INVALID",
+        `eventLoopMonitoringPrecisionMs must be an integer ≥ 1, got ${precision}`,
+      );
+    }
+    this.registry = opts.registry ?? new Registry();
+    this.nowMs = opts.nowMs ?? Date.now;
+    if (opts.defaultLabels) this.registry.setDefaultLabels(opts.defaultLabels);
+    const registers = [this.registry];
+
+    this.lagRecords = new Gauge({
+      name: "sluice_consumer_lag_records",
+      help: "Log-end offset minus committed offset of the consumer group, records (sampled every lagIntervalMs).",
+      labelNames: ["topic", "partition"],
+      registers,
+    });
+    this.lagSeconds = new Gauge({
+      name: "sluice_consumer_lag_seconds",
+      help: "Age of the oldest uncommitted request record (first data record at the committed offset); 0 when caught up.",
+      labelNames: ["topic", "partition"],
+      registers,
+    });
+    const freshness = this.lastCommittedEventMs;
+    const now = this.nowMs;
+    new Gauge({
+      name: "sluice_freshness_seconds",
+      help: "Now minus the event timestamp of the last committed request record, seconds (grows while input is idle).",
+      labelNames: ["topic", "partition"],
+      registers,
+      // Computed at scrape time so it keeps growing between commits instead of freezing.
+      collect() {
+        this.reset();
+        const t = now();
+        for (const e of freshness.values()) {
+          this.set({ topic: e.topic, partition: String(e.partition) }, Math.max(0, (t - e.ms) / 1000));
+        }
+      },
+    });
+    this.timeToDrain = new Gauge({
+      name: "sluice_time_to_drain_seconds",
+      help: "Topic lag divided by recent group throughput (committed records/s), seconds; +Inf when lagging with no progress.",
+      labelNames: ["topic"],
+      registers,
+    });
+    this.endToEnd = new Histogram({
+      name: "sluice_end_to_end_latency_seconds",
+      help: "Commit time minus request record timestamp, by result status (or dead_letter / duplicate).",
+      labelNames: ["status"],
+      buckets: LATENCY_BUCKETS_S,
+      registers,
+    });
+    this.queueWait = new Histogram({
+      name: "sluice_queue_wait_seconds",
+      help: "Per item: batch flush time minus enqueue time, seconds.",
+      buckets: SHORT_BUCKETS_S,
+      registers,
+    });
+    this.inference = new Histogram({
+      name: "sluice_inference_seconds",
+      help: "Wall time of one batch in the model runner (tokenize, pad, run, postprocess), seconds.",
+      buckets: SHORT_BUCKETS_S,
+      registers,
+    });
+    this.batchSize = new Histogram({
+      name: "sluice_batch_size",
+      help: "Items per flushed micro-batch.",
+      buckets: SIZE_BUCKETS,
+      registers,
+    });
+    this.batchTokens = new Histogram({
+      name: "sluice_batch_tokens",
+      help: "Tokens per flushed micro-batch (before padding).",
+      buckets: TOKEN_BUCKETS,
+      registers,
+    });
+    this.batches = new Counter({
+      name: "sluice_batches_total",
+      help: "Flushed micro-batches by flush reason.",
+      labelNames: ["reason"],
+      registers,
+    });
+    this.records = new Counter({
+      name: "sluice_records_total",
+      help: "Committed request records by outcome (result, dead_letter, duplicate).",
+      labelNames: ["outcome"],
+      registers,
+    });
+    this.expired = new Counter({
+      name: "sluice_expired_total",
+      help: "Requests committed with status expired (deadline passed before inference).",
+      registers,
+    });
+    this.transactions = new Counter({
+      name: "sluice_transactions_total",
+      help: "Finished Kafka transactions by outcome (committed, aborted, fenced, failed).",
+      labelNames: ["outcome"],
+      registers,
+    });
+    this.modelInfo = new Gauge({
+      name: "sluice_model_info",
+      help: "Loaded model; always 1.",
+      labelNames: ["name", "version", "task"],
+      registers,
+    });
+
+    // Create the known series at 0 so rate() and absent-vs-zero alerts work from the first scrape.
+    for (const reason of ["size", "tokens", "wait", "deadline", "shutdown"]) this.batches.inc({ reason }, 0);
+    for (const outcome of ["result", "dead_letter", "duplicate"]) this.records.inc({ outcome }, 0);
+    for (const outcome of ["committed", "aborted", "fenced", "failed"]) this.transactions.inc({ outcome }, 0);
+    this.expired.inc(0);
+
+    if (opts.collectDefaultMetrics ?? true) {
+      collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: precision });
+    }
+  }
+
+  /** Subscribes to every event that feeds a metric. Returns a detach function (also `detach()`). */
+  attach(events: SluiceEvents): () => void {
+    const offs = [
+      events.on("record.outcome", (e) => {
+        // Per-record path: label children are cached, so no label hashing per record.
+        this.child(this.recordsBy, this.records, e.outcome).inc();
+        if (e.status === "expired") this.expired.inc();
+        this.child(this.endToEndBy, this.endToEnd, e.status ?? e.outcome).observe(
+          Math.max(0, e.endToEndMs) / 1000,
+        );
+      }),
+      events.on("batch.flushed", (e) => {
+        this.batches.inc({ reason: e.reason });
+        this.batchSize.observe(e.size);
+        this.batchTokens.observe(e.tokens);
+        for (const ms of e.queueWaitMs) this.queueWait.observe(Math.max(0, ms) / 1000);
+      }),
+      events.on("batch.inferred", (e) => {
+        this.inference.observe(e.inferenceMs / 1000);
+      }),
+      events.on("transaction.finished", (e) => {
+        this.transactions.inc({ outcome: e.outcome });
+        if (e.outcome === "committed" && e.lastEventTimestampMs !== undefined) {
+          this.noteCommittedEventTime(e.topic, e.partition, e.lastEventTimestampMs);
+        }
+      }),
+      events.on("partitions.revoked", (e) => {
+        // Another instance owns these now and reports their freshness.
+        for (const p of e.partitions) this.lastCommittedEventMs.delete(key(e.topic, p));
+      }),
+      events.on("model.loaded", (e) => {
+        this.modelInfo.reset();
+        this.modelInfo.set({ name: e.name, version: e.version, task: e.task }, 1);
+      }),
+      events.on("lag.sampled", (e) => this.recordLagSample(e)),
+    ];
+    const detach = () => {
+      for (const off of offs) off();
+    };
+    this.detachers.push(detach);
+    return detach;
+  }
+
+  detach(): void {
+    for (const d of this.detachers.splice(0)) d();
+  }
+
+  /** Prometheus text exposition of the registry (what `/metrics` serves). */
+  scrape(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  private child<T>(cache: Map<string, T>, metric: { labels(value: string): T }, value: string): T {
+    let c = cache.get(value);
+    if (c === undefined) {
+      c = metric.labels(value);
+      cache.set(value, c);
+    }
+    return c;
+  }
+
+  private noteCommittedEventTime(topic: string, partition: number, ms: number): void {
+    const k = key(topic, partition);
+    const prev = this.lastCommittedEventMs.get(k);
+    // Record timestamps are producer clocks and need not be monotonic; freshness follows the newest.
+    if (!prev || ms > prev.ms) this.lastCommittedEventMs.set(k, { topic, partition, ms });
+  }
+
+  private recordLagSample(sample: LagSample): void {
+    const seen = new Set<string>();
+    for (const p of sample.partitions) {
+      const labels = { topic: p.topic, partition: String(p.partition) };
+      seen.add(key(p.topic, p.partition));
+      this.lagRecords.set(labels, p.lagRecords);
+      this.lagSeconds.set(labels, p.lagSeconds);
+      if (p.lastCommittedEventTimestampMs !== undefined) {
+        this.noteCommittedEventTime(p.topic, p.partition, p.lastCommittedEventTimestampMs);
+      }
+    }
+    for (const k of this.lagKeys) {
+      if (seen.has(k)) continue;
+      const [topic, partition] = k.split("\u0000") as [string, string];
+      this.lagRecords.remove({ topic, partition });
+      this.lagSeconds.remove({ topic, partition });
+    }
+    this.lagKeys = seen;
+    this.timeToDrain.reset();
+    for (const t of sample.topics) this.timeToDrain.set({ topic: t.topic }, t.timeToDrainSeconds);
+  }
+}

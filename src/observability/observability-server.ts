@@ -1,0 +1,172 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { Registry } from "prom-client";
+import { SluiceError } from "../sluice-error.js";
+
+/** What `/readyz` reports. `reason` is shown to operators when not ready. */
+export interface Readiness {
+  ready: boolean;
+  reason?: string;
+}
+
+export type ReadinessProbe = () => boolean | Readiness | Promise<boolean | Readiness>;
+
+export interface ObservabilityServerOptions {
+  /** Registry served on `/metrics` (usually `SluiceMetrics.registry`). */
+  registry: Registry;
+  /** Drives `/readyz`. Default: always ready. */
+  isReady?: ReadinessProbe;
+  /** Max time a readiness probe may take before `/readyz` answers 503. Default 2000 ms. */
+  readyTimeoutMs?: number;
+}
+
+export interface ListenOptions {
+  /** Interface to bind. Default `"0.0.0.0"`. */
+  host?: string;
+  /** TCP port; 0 picks a free ephemeral port (read it back from `port`). Default 9464. */
+  port?: number;
+}
+
+/**
+ * Small `node:http` server for Prometheus scrapes and Kubernetes-style probes:
+ * `/metrics` (text exposition), `/healthz` (200 while the process serves HTTP at all),
+ * `/readyz` (200 when `isReady()` says so, else 503 with `{"ready":false,"reason":…}`).
+ */
+export class ObservabilityServer {
+  private readonly registry: Registry;
+  private readonly isReady: ReadinessProbe;
+  private readonly readyTimeoutMs: number;
+  private server: Server | undefined;
+  private boundPort: number | undefined;
+  private stopping: Promise<void> | undefined;
+
+  constructor(opts: ObservabilityServerOptions) {
+    if (!opts.registry)
+      throw new SluiceError("CONFIG_INVALID", "ObservabilityServer needs a prom-client registry");
+    const readyTimeoutMs = opts.readyTimeoutMs ?? 2000;
+    if (!Number.isFinite(readyTimeoutMs) || readyTimeoutMs <= 0) {
+      throw new SluiceError(
+        "CONFIG_INVALID",
+        `readyTimeoutMs must be a positive number, got ${readyTimeoutMs}`,
+      );
+    }
+    this.registry = opts.registry;
+    this.isReady = opts.isReady ?? (() => true);
+    this.readyTimeoutMs = readyTimeoutMs;
+  }
+
+  /** Port actually bound (useful with `port: 0`); throws before `start()`. */
+  get port(): number {
+    if (this.boundPort === undefined) throw new SluiceError("INTERNAL", "ObservabilityServer is not started");
+    return this.boundPort;
+  }
+
+  async start(opts: ListenOptions = {}): Promise<{ host: string; port: number }> {
+    if (this.server) throw new SluiceError("INTERNAL", "ObservabilityServer already started");
+    const host = opts.host ?? "0.0.0.0";
+    const port = opts.port ?? 9464;
+    if (!Number.isInteger(port) || port < 0 || port > 65535) {
+      throw new SluiceError("CONFIG_INVALID", `observability.metricsPort must be 0..65535, got ${port}`);
+    }
+    const server = createServer((req, res) => {
+      this.handle(req, res).catch((err: unknown) => {
+        if (!res.headersSent) res.writeHead(500, { "content-type": "text/plain" });
+        res.end(`internal error: ${(err as Error).message}\n`);
+      });
+    });
+    await new Promise<void>((resolve, reject) => {
+      const onError = (err: NodeJS.ErrnoException) => {
+        reject(
+          new SluiceError(
+            "CONFIG_INVALID",
+            `Cannot listen on ${host}:${port} for metrics (${err.code ?? err.message}); pick another observability.metricsPort or 0`,
+            { cause: err },
+          ),
+        );
+      };
+      server.once("error", onError);
+      server.listen(port, host, () => {
+        server.off("error", onError);
+        resolve();
+      });
+    });
+    this.server = server;
+    this.boundPort = (server.address() as AddressInfo).port;
+    return { host, port: this.boundPort };
+  }
+
+  /** Safe to call twice or before start: concurrent callers share one promise. */
+  stop(): Promise<void> {
+    if (!this.server) return Promise.resolve();
+    if (!this.stopping) {
+      const server = this.server;
+      this.stopping = new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        // Keep-alive scrape connections would hold close() open for their idle timeout.
+        server.closeAllConnections();
+      }).finally(() => {
+        this.server = undefined;
+        this.boundPort = undefined;
+        this.stopping = undefined;
+      });
+    }
+    return this.stopping;
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = (req.url ?? "/").split("?")[0];
+    if (req.method !== "GET" && req.method !== "HEAD") {
+      res.writeHead(405, { allow: "GET, HEAD", "content-type": "text/plain" });
+      res.end("method not allowed\n");
+      return;
+    }
+    switch (path) {
+      case "/metrics": {
+        const body = await this.registry.metrics();
+        res.writeHead(200, { "content-type": this.registry.contentType });
+        res.end(body);
+        return;
+      }
+      case "/healthz":
+        sendJson(res, 200, { alive: true });
+        return;
+      case "/readyz": {
+        const readiness = await this.probeReadiness();
+        sendJson(res, readiness.ready ? 200 : 503, readiness);
+        return;
+      }
+      default:
+        res.writeHead(404, { "content-type": "text/plain" });
+        res.end("not found; try /metrics, /healthz or /readyz\n");
+    }
+  }
+
+  private async probeReadiness(): Promise<Readiness> {
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const timeout = new Promise<Readiness>((resolve) => {
+        timer = setTimeout(
+          () =>
+            resolve({ ready: false, reason: `readiness probe timed out after ${this.readyTimeoutMs} ms` }),
+          this.readyTimeoutMs,
+        );
+      });
+      const probed = Promise.resolve()
+        .then(() => this.isReady())
+        .then(
+          (r): Readiness =>
+            typeof r === "boolean" ? (r ? { ready: true } : { ready: false, reason: "not ready" }) : r,
+        );
+      return await Promise.race([probed, timeout]);
+    } catch (err) {
+      return { ready: false, reason: `readiness probe failed: ${(err as Error).message}` };
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { "content-type": "application/json" });
+  res.end(JSON.stringify(body));
+}

@@ -1,0 +1,195 @@
+import type { Kafka } from "kafkajs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { formatStatusTable } from "../../src/cli/status-command.js";
+import { readGroupStatus } from "../../src/observability/group-status.js";
+import { InFlightRecords } from "../../src/observability/in-flight-records.js";
+import { LagMonitor } from "../../src/observability/lag-monitor.js";
+import { SluiceMetrics } from "../../src/observability/metrics.js";
+import { type LagSample, SluiceEvents } from "../../src/observability/sluice-events.js";
+import { createTopics, testKafka, uniqueName } from "../support/kafka-harness.js";
+
+const HOUR_MS = 3_600_000;
+
+/** Commits consumer-group offsets the way the processor does: a transactional producer's sendOffsets. */
+async function commitOffsets(
+  kafka: Kafka,
+  groupId: string,
+  topic: string,
+  partitions: { partition: number; offset: string }[],
+): Promise<void> {
+  const producer = kafka.producer({
+    transactionalId: uniqueName("obs-tx"),
+    idempotent: true,
+    maxInFlightRequests: 1,
+  });
+  await producer.connect();
+  try {
+    const tx = await producer.transaction();
+    await tx.sendOffsets({ consumerGroupId: groupId, topics: [{ topic, partitions }] });
+    await tx.commit();
+  } finally {
+    await producer.disconnect();
+  }
+}
+
+/** Parses one gauge value out of Prometheus text exposition. */
+function gaugeValue(text: string, name: string, labels: Record<string, string>): number | undefined {
+  const want = Object.entries(labels)
+    .map(([k, v]) => `${k}="${v}"`)
+    .sort();
+  for (const line of text.split("\n")) {
+    if (!line.startsWith(`${name}{`)) continue;
+    const m = /^[^{]+\{([^}]*)\} (\S+)$/.exec(line);
+    if (!m) continue;
+    const have = m[1]!.split(",").sort();
+    if (want.every((w) => have.includes(w))) return Number(m[2]);
+  }
+  return undefined;
+}
+
+async function sampleUntil(monitor: LagMonitor, done: (s: LagSample) => boolean): Promise<LagSample> {
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    const s = await monitor.sample();
+    if (done(s) || Date.now() > deadline) return s;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+describe("LagMonitor and lag/freshness gauges against a real broker", () => {
+  const topic = uniqueName("obs-lag");
+  const groupId = uniqueName("obs-lag-group");
+  const kafka = testKafka();
+  const events = new SluiceEvents();
+  const metrics = new SluiceMetrics({ collectDefaultMetrics: false });
+  metrics.attach(events);
+  const monitor = new LagMonitor({ kafka, groupId, topics: [topic], events, readCommittedTimestamps: true });
+  const oldTs = Date.now() - HOUR_MS;
+
+  beforeAll(async () => {
+    await createTopics([{ topic, numPartitions: 2 }]);
+    const producer = kafka.producer();
+    await producer.connect();
+    // Partition 0: ten records one hour old; partition 1: five fresh ones.
+    await producer.send({
+      topic,
+      messages: Array.from({ length: 10 }, (_, i) => ({
+        partition: 0,
+        key: `id-${i}`,
+        value: `{"id":"id-${i}","text":"x"}`,
+        timestamp: String(oldTs + i * 1000),
+      })),
+    });
+    await producer.send({
+      topic,
+      messages: Array.from({ length: 5 }, (_, i) => ({ partition: 1, key: `f-${i}`, value: "{}" })),
+    });
+    await producer.disconnect();
+  });
+
+  afterAll(async () => {
+    await monitor.stop();
+  });
+
+  it("reports full lag with no consumer and no commits; lag seconds follow the record timestamps", async () => {
+    const s = await monitor.sample();
+    const p0 = s.partitions.find((p) => p.partition === 0)!;
+    const p1 = s.partitions.find((p) => p.partition === 1)!;
+    expect(p0).toMatchObject({ committedOffset: null, endOffset: "10", lagRecords: 10 });
+    expect(p0.lagSeconds).toBeGreaterThan(3590);
+    expect(p0.lagSeconds).toBeLessThan(3700);
+    expect(p1.lagRecords).toBe(5);
+    expect(p1.lagSeconds).toBeLessThan(120);
+    expect(s.topics).toEqual([expect.objectContaining({ topic, lagRecords: 15 })]);
+    const text = await metrics.scrape();
+    expect(gaugeValue(text, "sluice_consumer_lag_records", { topic, partition: "0" })).toBe(10);
+    expect(gaugeValue(text, "sluice_consumer_lag_seconds", { topic, partition: "0" })).toBeGreaterThan(3590);
+  });
+
+  it("after partial and then full commits: lag 1 with freshness ~1h, then lag 0 and lag seconds 0", async () => {
+    await commitOffsets(kafka, groupId, topic, [{ partition: 0, offset: "9" }]);
+    let s = await sampleUntil(monitor, (x) => x.partitions[0]!.committedOffset === "9");
+    let p0 = s.partitions.find((p) => p.partition === 0)!;
+    expect(p0).toMatchObject({ committedOffset: "9", lagRecords: 1 });
+    // The first uncommitted record (offset 9) and the last committed one (offset 8), both ~1h old.
+    expect(p0.lagSeconds).toBeCloseTo((Date.now() - (oldTs + 9000)) / 1000, -1);
+    expect(p0.lastCommittedEventTimestampMs).toBe(oldTs + 8000);
+    let text = await metrics.scrape();
+    const freshness = gaugeValue(text, "sluice_freshness_seconds", { topic, partition: "0" })!;
+    expect(freshness).toBeGreaterThan(3590);
+    expect(freshness).toBeLessThan(3700);
+
+    await commitOffsets(kafka, groupId, topic, [
+      { partition: 0, offset: "10" },
+      { partition: 1, offset: "5" },
+    ]);
+
+    // Transactional offset commits become visible to OffsetFetch once the commit marker is applied.
+    s = await sampleUntil(monitor, (x) => x.partitions.every((p) => p.lagRecords === 0));
+    p0 = s.partitions.find((p) => p.partition === 0)!;
+    const p1 = s.partitions.find((p) => p.partition === 1)!;
+    expect(p0).toMatchObject({ committedOffset: "10", lagRecords: 0, lagSeconds: 0 });
+    expect(p1).toMatchObject({ committedOffset: "5", lagRecords: 0, lagSeconds: 0 });
+    expect(s.topics[0]).toMatchObject({ lagRecords: 0, timeToDrainSeconds: 0 });
+    expect(s.topics[0]!.throughputRecordsPerSecond).toBeGreaterThan(0);
+    text = await metrics.scrape();
+    expect(gaugeValue(text, "sluice_consumer_lag_records", { topic, partition: "0" })).toBe(0);
+    expect(gaugeValue(text, "sluice_consumer_lag_seconds", { topic, partition: "1" })).toBe(0);
+    expect(gaugeValue(text, "sluice_time_to_drain_seconds", { topic })).toBe(0);
+  });
+
+  it("sluice status reads the same from the broker alone, as a table and as JSON data", async () => {
+    const status = await readGroupStatus({ kafka, groupId });
+    expect(status.partitions.map((p) => [p.partition, p.committedOffset, p.endOffset, p.lagRecords])).toEqual(
+      [
+        [0, "10", "10", 0],
+        [1, "5", "5", 0],
+      ],
+    );
+    const p0 = status.partitions[0]!;
+    expect(p0.lagSeconds).toBe(0);
+    expect(p0.lastCommittedEventTimestampMs).toBe(oldTs + 9000);
+    expect(p0.freshnessSeconds).toBeGreaterThan(3590);
+    expect(p0.completeUpToMs).toBe(status.sampledAtMs);
+    const table = formatStatusTable(status);
+    expect(table).toContain(`GROUP ${groupId}`);
+    expect(table).toMatch(new RegExp(`${topic}\\s+0\\s+10\\s+10\\s+0\\s+0\\.0\\s+\\d{4}\\s`));
+
+    // A group that has committed nothing: full lag, lag seconds from the oldest record.
+    const fresh = await readGroupStatus({ kafka, groupId: uniqueName("nobody"), topics: [topic] });
+    expect(fresh.partitions.map((p) => [p.committedOffset, p.lagRecords])).toEqual([
+      [null, 10],
+      [null, 5],
+    ]);
+    expect(fresh.partitions[0]!.lagSeconds).toBeGreaterThan(3590);
+    expect(fresh.partitions[0]!.completeUpToMs).toBeNull();
+    await expect(readGroupStatus({ kafka, groupId: uniqueName("nobody") })).rejects.toMatchObject({
+      code: "INPUT_INVALID",
+    });
+  });
+
+  it("takes lag seconds of owned partitions from in-flight records, without reading the log", async () => {
+    const ev = new SluiceEvents();
+    const inFlight = new InFlightRecords(ev);
+    const owned = new LagMonitor({
+      kafka,
+      groupId: uniqueName("obs-lag-owned"),
+      topics: [topic],
+      inFlight,
+      ownedPartitionsOnly: true,
+    });
+    try {
+      ev.emit("partitions.assigned", { topic, partitions: [0] });
+      // The processor consumed offset 0 but has not committed; its timestamp (as the consumer saw it)
+      // is what lag seconds must use. The log says one hour; in flight we say 5 s, to tell them apart.
+      ev.emit("record.consumed", { topic, partition: 0, offset: "0", timestampMs: Date.now() - 5000 });
+      const s = await owned.sample();
+      expect(s.partitions.map((p) => p.partition)).toEqual([0]);
+      expect(s.partitions[0]!.lagRecords).toBe(10);
+      expect(s.partitions[0]!.lagSeconds).toBeGreaterThan(4);
+      expect(s.partitions[0]!.lagSeconds).toBeLessThan(60);
+    } finally {
+      await owned.stop();
+    }
+  });
+});

@@ -1,0 +1,121 @@
+import type { Kafka } from "kafkajs";
+import { describe, expect, it } from "vitest";
+import { FreshnessHeartbeat } from "../../../src/observability/freshness-heartbeat.js";
+import { type PartitionLag, SluiceEvents } from "../../../src/observability/sluice-events.js";
+
+// snapshot() is pure bookkeeping over events (no I/O), so no Kafka client is touched here; the
+// publishing path is covered against a real broker in test/integration/observability-heartbeat.test.ts.
+const noKafka = {} as Kafka;
+
+function setup() {
+  let now = 100_000;
+  const events = new SluiceEvents();
+  const hb = new FreshnessHeartbeat({
+    kafka: noKafka,
+    events,
+    groupId: "g",
+    instanceId: "i1",
+    topic: "fresh",
+    nowMs: () => now,
+  });
+  const lag = (partition: number, over: Partial<PartitionLag>, sampledAtMs = now) =>
+    events.emit("lag.sampled", {
+      groupId: "g",
+      sampledAtMs,
+      partitions: [
+        {
+          topic: "t",
+          partition,
+          committedOffset: "0",
+          endOffset: "0",
+          lagRecords: 0,
+          lagSeconds: 0,
+          ...over,
+        },
+      ],
+      topics: [],
+    });
+  const commit = (partition: number, nextOffset: number, lastEventTimestampMs: number) =>
+    events.emit("transaction.finished", {
+      topic: "t",
+      partition,
+      outcome: "committed",
+      records: 1,
+      durationMs: 1,
+      nextOffset: String(nextOffset),
+      lastEventTimestampMs,
+    });
+  return { events, hb, lag, commit, tick: (ms: number) => (now += ms), now: () => now };
+}
+
+describe("FreshnessHeartbeat bookkeeping", () => {
+  it("reports owned partitions only, with unknowns as -1/null until measured", () => {
+    const { events, hb } = setup();
+    expect(hb.snapshot()).toEqual([]);
+    events.emit("partitions.assigned", { topic: "t", partitions: [1, 0] });
+    const beats = hb.snapshot();
+    expect(beats.map((b) => b.partition)).toEqual([0, 1]);
+    expect(beats[0]).toMatchObject({
+      instanceId: "i1",
+      groupId: "g",
+      committedOffset: -1,
+      lastCommittedEventTimestampMs: null,
+      lagRecords: -1,
+      lagSeconds: -1,
+      completeUpToMs: null,
+    });
+    events.emit("partitions.revoked", { topic: "t", partitions: [0] });
+    expect(hb.snapshot().map((b) => b.partition)).toEqual([1]);
+  });
+
+  it("complete-up-to: last committed event while lagging, sample time once caught up, never backwards", () => {
+    const { events, hb, lag, commit, tick, now } = setup();
+    events.emit("partitions.assigned", { topic: "t", partitions: [0] });
+    lag(0, { committedOffset: "5", endOffset: "9", lagRecords: 4, lagSeconds: 30 });
+    commit(0, 7, 50_000);
+    let [b] = hb.snapshot();
+    expect(b).toMatchObject({
+      committedOffset: 7,
+      lastCommittedEventTimestampMs: 50_000,
+      completeUpToMs: 50_000,
+    });
+    expect(b).toMatchObject({ lagRecords: 4, lagSeconds: 30 });
+
+    // Our own commit reached the sampled end offset: caught up as of the sample.
+    const sampledAt = now();
+    commit(0, 9, 60_000);
+    tick(1000);
+    [b] = hb.snapshot();
+    expect(b).toMatchObject({ committedOffset: 9, lagRecords: 0, lagSeconds: 0, completeUpToMs: sampledAt });
+
+    // Idle input: each new caught-up sample moves T forward.
+    tick(5000);
+    lag(0, { committedOffset: "9", endOffset: "9" });
+    [b] = hb.snapshot();
+    expect(b!.completeUpToMs).toBe(now());
+
+    // New records arrive and wait: T stays where it was (it never moves back to the last event time).
+    const before = b!.completeUpToMs;
+    lag(0, { committedOffset: "9", endOffset: "12", lagRecords: 3, lagSeconds: 2 });
+    [b] = hb.snapshot();
+    expect(b!.completeUpToMs).toBe(before);
+    expect(b!.lagRecords).toBe(3);
+  });
+
+  it("ignores lag samples of other groups and rejects bad options", () => {
+    const { events, hb } = setup();
+    events.emit("partitions.assigned", { topic: "t", partitions: [0] });
+    events.emit("lag.sampled", {
+      groupId: "other",
+      sampledAtMs: 1,
+      partitions: [
+        { topic: "t", partition: 0, committedOffset: "3", endOffset: "3", lagRecords: 0, lagSeconds: 0 },
+      ],
+      topics: [],
+    });
+    expect(hb.snapshot()[0]!.lagRecords).toBe(-1);
+    expect(
+      () => new FreshnessHeartbeat({ kafka: noKafka, events, groupId: "g", instanceId: "i", intervalMs: 0 }),
+    ).toThrow(expect.objectContaining({ code: "CONFIG_INVALID" }));
+  });
+});

@@ -1,0 +1,59 @@
+import { describe, expect, it } from "vitest";
+import { createLogger, effectiveRedactPaths, REDACTED } from "../../../src/observability/logger.js";
+
+const CANARY = "canary-7f3a-PAYLOAD-do-not-log";
+
+function capture(): { lines: string[]; destination: { write(s: string): void } } {
+  const lines: string[] = [];
+  return { lines, destination: { write: (s: string) => void lines.push(s) } };
+}
+
+describe("createLogger", () => {
+  it("redacts payload fields by default, at top level, nested and in arrays", () => {
+    const { lines, destination } = capture();
+    const log = createLogger({ destination }).child({ component: "test" });
+    log.info({ text: CANARY, request: { id: "r1", text: CANARY }, requests: [{ text: CANARY }] }, "one");
+    log.info({ record: { key: CANARY, value: CANARY }, message: { value: Buffer.from(CANARY) } }, "two");
+    log.info({ attributes: { note: CANARY }, item: { attributes: { x: CANARY } } }, "three");
+    expect(lines).toHaveLength(3);
+    for (const line of lines) expect(line).not.toContain(CANARY);
+    const first = JSON.parse(lines[0]!);
+    expect(first.component).toBe("test");
+    expect(first.text).toBe(REDACTED);
+    expect(first.request).toEqual({ id: "r1", text: REDACTED });
+  });
+
+  it("logs payloads only when logPayloads is true, but never secrets", () => {
+    const { lines, destination } = capture();
+    const log = createLogger({ destination, logPayloads: true });
+    log.info({ text: CANARY, kafka: { sasl: { mechanism: "plain", password: "hunter2" } }, password: "pw1" });
+    log.info({ sasl: { username: "u", password: "hunter3" }, ssl: { key: "PRIVATE" } });
+    expect(lines[0]).toContain(CANARY);
+    const all = lines.join("\n");
+    for (const secret of ["hunter2", "hunter3", "pw1", "PRIVATE"]) expect(all).not.toContain(secret);
+  });
+
+  it("adds configured redaction paths and rejects invalid ones with CONFIG_INVALID", () => {
+    const { lines, destination } = capture();
+    createLogger({ destination, redactPaths: ["customer.email"] }).info({
+      customer: { email: "a@b.c", tier: 1 },
+    });
+    expect(JSON.parse(lines[0]!).customer).toEqual({ email: REDACTED, tier: 1 });
+    expect(effectiveRedactPaths({ logPayloads: true, redactPaths: ["x.y"] })).toContain("x.y");
+    expect(() => createLogger({ destination, redactPaths: ["a..b["] })).toThrow(
+      expect.objectContaining({ code: "CONFIG_INVALID" }),
+    );
+    expect(() => createLogger({ destination, level: "loud" as never })).toThrow(
+      expect.objectContaining({ code: "CONFIG_INVALID" }),
+    );
+  });
+
+  it("respects the level", () => {
+    const { lines, destination } = capture();
+    const log = createLogger({ destination, level: "warn" });
+    log.info("dropped");
+    log.warn("kept");
+    expect(lines).toHaveLength(1);
+    expect(JSON.parse(lines[0]!).msg).toBe("kept");
+  });
+});
