@@ -1,0 +1,188 @@
+import { createHash } from "node:crypto";
+import { createReadStream } from "node:fs";
+import { stat } from "node:fs/promises";
+import { resolve } from "node:path";
+import { StringDecoder } from "node:string_decoder";
+import { SluiceError } from "../sluice-error.js";
+import type { InputDescription } from "./batch-manifest.js";
+import type { BatchItem, BatchSource } from "./batch-source.js";
+import { CsvReader } from "./csv-reader.js";
+
+export type FileFormat = "jsonl" | "csv";
+
+export interface FileSourceOptions {
+  path: string;
+  /** Default: from the extension (.csv → csv, anything else → jsonl). */
+  format?: FileFormat;
+  /** Column / field holding the id. Default "id". */
+  idField?: string;
+  /** Column / field holding the text. Default "text". */
+  textField?: string;
+}
+
+/**
+ * JSONL (one JSON object per line; blank lines skipped) or CSV with a header row (RFC 4180).
+ * A row that cannot be read becomes an item with `error` (DECODE_FAILED / MISSING_ID) instead of
+ * stopping the run; a CSV whose header lacks the id or text column stops before any work.
+ */
+export class FileSource implements BatchSource {
+  private readonly path: string;
+  private readonly format: FileFormat;
+  private readonly idField: string;
+  private readonly textField: string;
+
+  constructor(opts: FileSourceOptions) {
+    this.path = resolve(opts.path);
+    this.format = opts.format ?? (/\.csv$/i.test(opts.path) ? "csv" : "jsonl");
+    this.idField = opts.idField ?? "id";
+    this.textField = opts.textField ?? "text";
+    if (this.format !== "jsonl" && this.format !== "csv") {
+      throw new SluiceError(
+        "CONFIG_INVALID",
+        `input format must be jsonl or csv, got ${String(this.format)}`,
+      );
+    }
+  }
+
+  async describe(): Promise<InputDescription> {
+    let size: number;
+    try {
+      size = (await stat(this.path)).size;
+    } catch (cause) {
+      throw new SluiceError("INPUT_INVALID", `cannot read input file ${this.path}: check the --input path`, {
+        cause,
+      });
+    }
+    const hash = createHash("sha256");
+    let rows = 0;
+    for await (const item of this.read((chunk) => hash.update(chunk))) {
+      void item;
+      rows++;
+    }
+    return {
+      kind: "file",
+      uri: `file://${this.path}`,
+      format: this.format,
+      sha256: hash.digest("hex"),
+      sizeBytes: size,
+      rows,
+    };
+  }
+
+  items(): AsyncIterable<BatchItem> {
+    return this.read();
+  }
+
+  async close(): Promise<void> {}
+
+  private async *read(onBytes?: (chunk: Buffer) => void): AsyncGenerator<BatchItem> {
+    const stream = createReadStream(this.path, { highWaterMark: 1 << 20 });
+    const utf8 = new StringDecoder("utf8");
+    let started = false;
+    // Spreadsheet exports often start with a UTF-8 byte order mark; it is not part of the first field.
+    const decoder = {
+      write(chunk: Buffer): string {
+        const text = utf8.write(chunk);
+        if (started || text.length === 0) return text;
+        started = true;
+        return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
+      },
+      end(): string {
+        return utf8.end();
+      },
+    };
+    let row = 0;
+    if (this.format === "jsonl") {
+      let rest = "";
+      const lineItems = (text: string): BatchItem[] => {
+        const out: BatchItem[] = [];
+        const lines = (rest + text).split("\n");
+        rest = lines.pop()!;
+        for (const line of lines) {
+          const item = this.fromJsonLine(line, row);
+          if (item) {
+            out.push(item);
+            row++;
+          }
+        }
+        return out;
+      };
+      for await (const chunk of stream as AsyncIterable<Buffer>) {
+        onBytes?.(chunk);
+        yield* lineItems(decoder.write(chunk));
+      }
+      const last = this.fromJsonLine(rest + decoder.end(), row);
+      if (last) yield last;
+      return;
+    }
+    const reader = new CsvReader();
+    let header: { id: number; text: number; names: string[] } | null = null;
+    const csvItems = (records: string[][]): BatchItem[] => {
+      const out: BatchItem[] = [];
+      for (const record of records) {
+        if (header === null) {
+          header = this.readHeader(record);
+          continue;
+        }
+        out.push(this.fromCsvRecord(record, header, row));
+        row++;
+      }
+      return out;
+    };
+    for await (const chunk of stream as AsyncIterable<Buffer>) {
+      onBytes?.(chunk);
+      yield* csvItems(reader.push(decoder.write(chunk)));
+    }
+    yield* csvItems([...reader.push(decoder.end()), ...reader.end()]);
+  }
+
+  private fromJsonLine(rawLine: string, row: number): BatchItem | null {
+    const line = rawLine.endsWith("\r") ? rawLine.slice(0, -1) : rawLine;
+    if (line.trim() === "") return null;
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(line);
+    } catch {
+      return failed(row, "DECODE_FAILED", `row ${row} is not valid JSON; expected one JSON object per line`);
+    }
+    if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
+      return failed(row, "DECODE_FAILED", `row ${row} is not a JSON object`);
+    }
+    const obj = parsed as Record<string, unknown>;
+    const rawId = obj[this.idField];
+    const id = typeof rawId === "string" ? rawId : typeof rawId === "number" ? String(rawId) : "";
+    if (id === "") {
+      return failed(row, "MISSING_ID", `row ${row} has no string or number "${this.idField}" (--id-field)`);
+    }
+    return { row, id, text: obj[this.textField], attributes: stringMap(obj["attributes"]) };
+  }
+
+  private readHeader(record: string[]): { id: number; text: number; names: string[] } {
+    const id = record.indexOf(this.idField);
+    const text = record.indexOf(this.textField);
+    if (id === -1 || text === -1) {
+      throw new SluiceError(
+        "INPUT_INVALID",
+        `CSV header of ${this.path} has columns [${record.join(", ")}]; it needs "${this.idField}" and "${this.textField}" (set --id-field / --text-field)`,
+      );
+    }
+    return { id, text, names: record };
+  }
+
+  private fromCsvRecord(record: string[], header: { id: number; text: number }, row: number): BatchItem {
+    const id = record[header.id] ?? "";
+    if (id === "") return failed(row, "MISSING_ID", `row ${row} has an empty "${this.idField}" column`);
+    return { row, id, text: record[header.text] ?? "", attributes: null };
+  }
+}
+
+function failed(row: number, code: string, message: string): BatchItem {
+  return { row, id: `#row-${row}`, text: null, attributes: null, error: { code, message } };
+}
+
+function stringMap(value: unknown): Record<string, string> | null {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) return null;
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(value)) if (typeof v === "string") out[k] = v;
+  return out;
+}

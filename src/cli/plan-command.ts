@@ -1,0 +1,104 @@
+import type { Command } from "commander";
+import { formatCapacityPlan, parseDurationMs, planCapacity } from "../batch/capacity-plan.js";
+import { ModelRunner } from "../model/model-runner.js";
+import { SluiceError } from "../sluice-error.js";
+import { modelOptions } from "./batch-command.js";
+import { loadCommandConfig } from "./config-command.js";
+
+interface PlanCliOptions {
+  items: string;
+  window: string;
+  perWorkerQps?: string;
+  headroom: string;
+  measure?: boolean;
+  measureSeconds: string;
+  json?: boolean;
+}
+
+/**
+ * `sluice plan`: workers needed to score N items within a window. `--measure` replaces the per-worker
+ * rate by a short local run of the configured model (one worker, configured batch size).
+ */
+export function register(program: Command): void {
+  program
+    .command("plan")
+    .description("Capacity plan for a batch job: required rate and workers (see docs/batch-mode.md)")
+    .requiredOption("--items <n>", "items to score")
+    .requiredOption("--window <duration>", "time available, e.g. 2h, 90m, 1h30m")
+    .option("--per-worker-qps <rate>", "items/s one worker sustains (or use --measure)")
+    .option("--headroom <fraction>", "safety margin in [0, 1)", "0.2")
+    .option("--measure", "measure the per-worker rate with a short local run of the configured model")
+    .option("--measure-seconds <s>", "length of the --measure run", "5")
+    .option("--json", "print the plan as JSON")
+    .action(async (opts: PlanCliOptions, command: Command) => {
+      let perWorker = opts.perWorkerQps === undefined ? undefined : Number(opts.perWorkerQps);
+      let measuredNote = "";
+      let measured: { items: number; ms: number; batchSize: number } | null = null;
+      if (opts.measure) {
+        const config = loadCommandConfig(command);
+        const seconds = Number(opts.measureSeconds);
+        if (!Number.isFinite(seconds) || seconds <= 0) {
+          throw new SluiceError(
+            "CONFIG_INVALID",
+            `--measure-seconds must be positive, got ${opts.measureSeconds}`,
+          );
+        }
+        const m = await measureItemsPerSec(
+          { ...(await modelOptions(config)), workers: 1 },
+          config.batching.maxBatchSize,
+          seconds * 1000,
+        );
+        perWorker = m.itemsPerSec;
+        measured = { items: m.items, ms: Math.round(m.ms), batchSize: config.batching.maxBatchSize };
+        measuredNote = `measured: ${m.items} items in ${(m.ms / 1000).toFixed(1)} s with batch size ${config.batching.maxBatchSize} (one worker)`;
+      }
+      if (perWorker === undefined) {
+        throw new SluiceError("CONFIG_INVALID", "give --per-worker-qps <rate> or --measure");
+      }
+      const plan = planCapacity({
+        items: Number(opts.items),
+        windowMs: parseDurationMs(opts.window),
+        perWorkerItemsPerSec: perWorker,
+        headroom: Number(opts.headroom),
+      });
+      if (opts.json) process.stdout.write(`${JSON.stringify({ ...plan, measured }, null, 2)}\n`);
+      else process.stdout.write(`${measuredNote ? `${measuredNote}\n` : ""}${formatCapacityPlan(plan)}\n`);
+    });
+}
+
+/** Sentences of mixed length (5–60 words) so padding behaves like real text. */
+function sampleTexts(n: number): string[] {
+  const words =
+    "stream batch kafka model token latency throughput window shard replica partition offset commit result vector embed query passage index score".split(
+      " ",
+    );
+  return Array.from({ length: n }, (_, i) => {
+    const len = 5 + ((i * 37) % 56);
+    return Array.from({ length: len }, (_, j) => words[(i * 7 + j * 3) % words.length]).join(" ");
+  });
+}
+
+async function measureItemsPerSec(
+  options: Parameters<typeof ModelRunner.create>[0],
+  batchSize: number,
+  durationMs: number,
+): Promise<{ itemsPerSec: number; items: number; ms: number }> {
+  const model = await ModelRunner.create(options);
+  try {
+    const texts = sampleTexts(batchSize * 8);
+    await model.run(texts.slice(0, batchSize)); // warm-up: session init and first-run allocations
+    let items = 0;
+    let i = 0;
+    const start = performance.now();
+    while (performance.now() - start < durationMs) {
+      const batch = texts.slice((i * batchSize) % texts.length, ((i * batchSize) % texts.length) + batchSize);
+      await model.run(batch);
+      items += batch.length;
+      i++;
+    }
+    const ms = performance.now() - start;
+    return { itemsPerSec: (items * 1000) / ms, items, ms };
+  } finally {
+    await model.close();
+  }
+}

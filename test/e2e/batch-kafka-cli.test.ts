@@ -1,0 +1,144 @@
+import { spawn } from "node:child_process";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { readKafkaRanges } from "../../src/batch/kafka-range-reader.js";
+import { encodeRequest } from "../../src/contracts/request-codec.js";
+import { decodeResult } from "../../src/contracts/result-codec.js";
+import { createTopics, testBrokers, testKafka, uniqueName } from "../support/kafka-harness.js";
+import { createTinyModel, TINY_VOCAB } from "../support/tiny-onnx.js";
+
+/** `sluice batch kafka:IN → kafka:OUT` as a child process, killed with SIGKILL inside a transaction. */
+const root = join(import.meta.dirname, "..", "..");
+let dir: string;
+let configPath: string;
+const WORDS = TINY_VOCAB.slice(4);
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "sluice-batch-kafka-e2e-"));
+  const model = await createTinyModel(join(dir, "model"), { task: "embedding" });
+  configPath = join(dir, "sluice.yaml");
+  await writeFile(
+    configPath,
+    `model:\n  name: tiny\n  path: ${model.modelPath}\n  tokenizerPath: ${model.tokenizerPath}\n`,
+  );
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+function cli(args: string[], env: Record<string, string> = {}) {
+  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "-c", configPath, ...args], {
+    cwd: root,
+    env: { ...cleanEnv(), KAFKA_BROKERS: testBrokers().join(","), ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+  child.stderr.on("data", (d: Buffer) => (out += d.toString()));
+  const done = new Promise<{ code: number | null; out: string }>((resolve) =>
+    child.on("close", (code) => resolve({ code, out })),
+  );
+  return { child, done };
+}
+
+/** The runner's own SLUICE_* and KAFKA_BROKERS must not leak into the command under test. */
+function cleanEnv(): Record<string, string | undefined> {
+  return Object.fromEntries(
+    Object.entries(process.env).filter(([k]) => k !== "KAFKA_BROKERS" && !k.startsWith("SLUICE_")),
+  );
+}
+
+describe("sluice batch kafka → kafka (CLI)", () => {
+  it("after SIGKILL inside a shard transaction, a rerun publishes every committed input id exactly once", async () => {
+    const kafka = testKafka();
+    const input = uniqueName("bk-in");
+    const output = uniqueName("bk-out");
+    await createTopics([
+      { topic: input, numPartitions: 2 },
+      { topic: output, numPartitions: 2 },
+    ]);
+    const ids = Array.from({ length: 40 }, (_, i) => `q${i}`);
+    const producer = kafka.producer({
+      transactionalId: uniqueName("tx"),
+      idempotent: true,
+      maxInFlightRequests: 1,
+    });
+    await producer.connect();
+    const send = async (batch: string[], commit: boolean) => {
+      const txn = await producer.transaction();
+      await txn.send({
+        topic: input,
+        messages: batch.map((id, i) => {
+          const { value, headers } = encodeRequest(
+            {
+              id,
+              text: Array.from({ length: 1 + (i % 5) }, (_, j) => WORDS[(i + j) % WORDS.length]).join(" "),
+            },
+            "json",
+          );
+          return { key: id, value, headers };
+        }),
+      });
+      if (commit) await txn.commit();
+      else await txn.abort();
+    };
+    await send(ids.slice(0, 20), true);
+    await send(["aborted-1", "aborted-2", "aborted-3"], false);
+    await send(ids.slice(20), true);
+    await producer.disconnect();
+
+    const state = join(dir, "state");
+    const args = [
+      "batch",
+      "-i",
+      `kafka:${input}`,
+      "-o",
+      `kafka:${output}`,
+      "--state-dir",
+      state,
+      "--shard-size",
+      "8",
+    ];
+    const first = cli(args, { SLUICE_TEST_COMMIT_DELAY_MS: "600" });
+    const deadline = Date.now() + 40_000;
+    for (;;) {
+      const m = JSON.parse(await readFile(join(state, "manifest.json"), "utf8").catch(() => "null"));
+      if (m && m.shards.length >= 1 && m.inFlight) break; // a transaction is open right now
+      if (Date.now() > deadline)
+        throw new Error(`never saw an in-flight shard: ${await first.done.then((r) => r.out)}`);
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    await new Promise((r) => setTimeout(r, 150));
+    first.child.kill("SIGKILL");
+    await first.done;
+
+    const second = await cli(args).done;
+    expect(second.code, second.out).toBe(0);
+    const m = JSON.parse(await readFile(join(state, "manifest.json"), "utf8"));
+    expect(m.status).toBe("complete");
+    expect(m.inFlight).toBeNull();
+    expect(m.totals).toMatchObject({ rows: 40, ok: 40, failed: 0 });
+
+    const admin = kafka.admin();
+    await admin.connect();
+    const offsets = await admin.fetchTopicOffsets(output);
+    await admin.disconnect();
+    const published: string[] = [];
+    for await (const { message } of readKafkaRanges({
+      kafka,
+      topic: output,
+      ranges: offsets.map((o) => ({ partition: o.partition, startOffset: o.low, endOffset: o.high })),
+    })) {
+      const result = decodeResult(message.value!, message.headers);
+      expect(result.status).toBe("ok");
+      expect(message.key?.toString()).toBe(result.id);
+      published.push(result.id);
+    }
+    expect(published.sort()).toEqual([...ids].sort());
+
+    const again = await cli(args).done;
+    expect(again.out).toMatch(/nothing to do/);
+  });
+});
