@@ -24,6 +24,11 @@ export interface BatchRunStats {
 export interface ModelPort {
   readonly identity: ModelIdentity;
   readonly task: ModelTask;
+  /**
+   * Full SHA-256 (hex) of the tokenizer file, for batch-mode manifests; `identity.version` already
+   * covers model + tokenizer together. Absent for models without a tokenizer (the no-op model).
+   */
+  readonly tokenizerHash?: string;
   /** Token count after truncation, used by token-bounded batching. Cheap; runs on the caller's thread. */
   countTokens(text: string): number;
   /** Runs one batch; outcomes come back in input order, one per item. Never rejects for one bad item. */

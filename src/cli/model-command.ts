@@ -1,0 +1,132 @@
+import type { Command } from "commander";
+import { DEFAULT_MODEL, ensureDefaultModel } from "../model/default-model.js";
+import type { ModelPort } from "../model/model-port.js";
+import { ModelRunner, type ModelRunnerOptions } from "../model/model-runner.js";
+import { NoopModel } from "../model/noop-model.js";
+import { SluiceError } from "../sluice-error.js";
+import { loadCommandConfig } from "./config-command.js";
+
+/** Flags shared by `model info` and `infer`; unset flags fall back to the configuration's `model` section. */
+export interface ModelFlags {
+  model?: string;
+  tokenizer?: string;
+  task?: string;
+  pooling?: string;
+  labels?: string;
+  modelsDir?: string;
+}
+
+export function addModelFlags(command: Command): Command {
+  return command
+    .option(
+      "--model <file>",
+      "ONNX model file (default: config model.path, else the fetched default model); `noop` = zero embeddings",
+    )
+    .option("--tokenizer <file>", "tokenizer.json for --model")
+    .option("--task <task>", "embedding | classification")
+    .option("--pooling <pooling>", "cls | mean (embedding models)")
+    .option("--labels <list>", "comma-separated class labels (classification)")
+    .option("--models-dir <dir>", "where the default model is cached (default ./models)");
+}
+
+/** Resolves flags + configuration into runner options, fetching the default model when none is given. */
+export async function modelRunnerOptionsFrom(
+  command: Command,
+  flags: ModelFlags,
+): Promise<ModelRunnerOptions> {
+  const m = loadCommandConfig(command).model;
+  let modelPath = flags.model ?? m.path;
+  let tokenizerPath = flags.tokenizer ?? (flags.model === undefined ? m.tokenizerPath : undefined);
+  let name = flags.model === undefined ? m.name : undefined;
+  if (modelPath === undefined) {
+    const files = await ensureDefaultModel({
+      ...(flags.modelsDir ? { modelsDir: flags.modelsDir } : {}),
+      log: (line) => process.stderr.write(`${line}\n`),
+    });
+    modelPath = files.modelPath;
+    tokenizerPath ??= files.tokenizerPath;
+    name = files.name;
+  }
+  if (tokenizerPath === undefined) {
+    throw new SluiceError("CONFIG_INVALID", `no tokenizer for ${modelPath}: pass --tokenizer tokenizer.json`);
+  }
+  const names = m.inputNames ?? {};
+  return {
+    modelPath,
+    tokenizerPath,
+    ...(name !== undefined ? { name } : {}),
+    task: (flags.task ?? m.task) as ModelRunnerOptions["task"],
+    pooling: (flags.pooling ?? m.pooling) as ModelRunnerOptions["pooling"],
+    normalize: m.normalize,
+    maxSequenceTokens: m.maxSequenceTokens,
+    ...(flags.labels
+      ? { labels: flags.labels.split(",").map((l) => l.trim()) }
+      : m.labels
+        ? { labels: m.labels }
+        : {}),
+    inputNames: {
+      ...(names["input_ids"] ? { inputIds: names["input_ids"] } : {}),
+      ...(names["attention_mask"] ? { attentionMask: names["attention_mask"] } : {}),
+      ...(names["token_type_ids"] ? { tokenTypeIds: names["token_type_ids"] } : {}),
+    },
+    workers: 1,
+    intraOpThreads: m.intraOpThreads,
+    textPrefix: m.textPrefix,
+  };
+}
+
+/** `--model noop` gives the no-op model (Kafka-ceiling benchmarks); anything else a real runner. */
+export async function openModel(command: Command, flags: ModelFlags): Promise<ModelPort> {
+  if (flags.model === "noop") return new NoopModel();
+  return ModelRunner.create(await modelRunnerOptionsFrom(command, flags));
+}
+
+export function register(program: Command): void {
+  const model = program.command("model").description("Fetch and inspect ONNX models");
+  model
+    .command("fetch")
+    .description(
+      `Fetch the default model (${DEFAULT_MODEL.name}) from Maven Central ` +
+        `${DEFAULT_MODEL.groupId}:${DEFAULT_MODEL.artifactId}:${DEFAULT_MODEL.version} into models/ (once)`,
+    )
+    .option("--models-dir <dir>", "cache directory (default ./models)")
+    .action(async (opts: { modelsDir?: string }) => {
+      const files = await ensureDefaultModel({
+        ...(opts.modelsDir ? { modelsDir: opts.modelsDir } : {}),
+        log: (line) => process.stderr.write(`${line}\n`),
+      });
+      process.stdout.write(`${JSON.stringify(files, null, 2)}\n`);
+    });
+  addModelFlags(
+    model.command("info").description("Print name, version, inputs, outputs and output size of a model"),
+  )
+    .option("--json", "print JSON")
+    .action(async (flags: ModelFlags & { json?: boolean }, command: Command) => {
+      const runner = await ModelRunner.create(await modelRunnerOptionsFrom(command, flags));
+      try {
+        const d = runner.description;
+        if (flags.json) {
+          process.stdout.write(`${JSON.stringify(d, null, 2)}\n`);
+          return;
+        }
+        const shape = (s: (number | string)[]) => `[${s.join(", ")}]`;
+        const lines = [
+          `name:        ${d.identity.name}`,
+          `version:     ${d.identity.version}`,
+          `task:        ${d.task}`,
+          `inputs:      ${d.inputs.map((i) => `${i.name} ${i.type}${shape(i.shape)}`).join(", ")}`,
+          `outputs:     ${d.outputs.map((o) => `${o.name} ${o.type}${shape(o.shape)}`).join(", ")}`,
+          d.task === "embedding"
+            ? `embedding:   ${d.outputSize ?? "unknown"} dimensions (from ${d.outputName})`
+            : `classes:     ${(d.labels ?? []).join(", ")}`,
+          `max tokens:  ${d.maxSequenceTokens}`,
+          `model sha256:     ${d.modelSha256}`,
+          `tokenizer sha256: ${d.tokenizerSha256}`,
+          `batch-dependent:  ${d.batchDependent ? "yes (dynamic int8 quantization)" : "no"}; items isolated: ${d.isolateItems ? "yes" : "no"}`,
+        ];
+        process.stdout.write(`${lines.join("\n")}\n`);
+      } finally {
+        await runner.close();
+      }
+    });
+}

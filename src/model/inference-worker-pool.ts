@@ -1,0 +1,224 @@
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { Worker } from "node:worker_threads";
+import { SluiceError } from "../sluice-error.js";
+import type {
+  FeedNames,
+  TensorInfo,
+  WorkerHello,
+  WorkerInit,
+  WorkerReply,
+  WorkerRunRequest,
+} from "./worker-protocol.js";
+
+export interface InferenceJob {
+  rows: number;
+  seqLen: number;
+  inputIds: BigInt64Array;
+  attentionMask: BigInt64Array;
+  feedNames: FeedNames;
+  outputName: string;
+}
+
+export interface InferenceJobResult {
+  /** [rows, dim] row-major: pooled embeddings or class probabilities. */
+  data: Float32Array;
+  dim: number;
+  runMs: number;
+}
+
+interface Pending {
+  job: InferenceJob;
+  resolve: (r: InferenceJobResult) => void;
+  reject: (e: Error) => void;
+}
+
+interface Slot {
+  worker: Worker;
+  busy: Pending | null;
+  jobId: number;
+}
+
+// The worker sits next to this module: `.ts` under vitest/tsx, `.js` in dist/.
+const selfPath = fileURLToPath(import.meta.url);
+const workerPath = selfPath.replace(/inference-worker-pool\.(ts|js)$/, "inference-worker.$1");
+
+/**
+ * Under vitest/tsx the worker is TypeScript. `execArgv: ["--import", "tsx"]` does not reach a worker's
+ * own entry module on Node 20, so a TypeScript worker starts from a small eval'd bootstrap that registers
+ * tsx's ESM hooks in the worker and then imports the real entry. dist/ workers start directly.
+ */
+function startWorker(data: WorkerInit): Worker {
+  if (!workerPath.endsWith(".ts")) return new Worker(workerPath, { workerData: data });
+  const bootstrap = `import(${JSON.stringify(tsxEsmApiUrl())}).then((m) => { m.register(); return import(${JSON.stringify(pathToFileURL(workerPath).href)}); })`;
+  return new Worker(bootstrap, { eval: true, workerData: data });
+}
+
+/**
+ * URL of tsx's ESM API. Neither `import.meta.resolve` (missing under vitest's module runner) nor
+ * `require.resolve` (yields the CommonJS build, which cannot register ESM hooks) fits, so read the
+ * package's own export map.
+ */
+function tsxEsmApiUrl(): string {
+  const require = createRequire(import.meta.url);
+  const manifestPath = require.resolve("tsx/package.json");
+  const manifest = require(manifestPath) as { exports: Record<string, { import?: { default?: string } }> };
+  const relative = manifest.exports["./esm/api"]?.import?.default;
+  if (relative === undefined) throw new Error("installed tsx has no ./esm/api export");
+  return pathToFileURL(join(dirname(manifestPath), relative)).href;
+}
+
+/**
+ * A fixed set of worker threads, one ORT session each, fed from one FIFO queue. A worker that dies
+ * fails only its in-flight job (the runner retries items alone) and is replaced.
+ */
+export class InferenceWorkerPool {
+  readonly inputs: TensorInfo[];
+  readonly outputs: TensorInfo[];
+  private readonly slots: Slot[] = [];
+  private readonly queue: Pending[] = [];
+  private queueHead = 0;
+  private nextJobId = 1;
+  private closing: Promise<void> | null = null;
+
+  private constructor(
+    private readonly init: WorkerInit,
+    hello: Extract<WorkerHello, { type: "ready" }>,
+  ) {
+    this.inputs = hello.inputs;
+    this.outputs = hello.outputs;
+  }
+
+  static async start(init: WorkerInit, workers: number): Promise<InferenceWorkerPool> {
+    const first = await spawn(init);
+    const pool = new InferenceWorkerPool(init, first.hello);
+    pool.adopt(first.worker);
+    try {
+      const rest = await Promise.all(Array.from({ length: workers - 1 }, () => spawn(init)));
+      for (const r of rest) pool.adopt(r.worker);
+    } catch (error) {
+      await pool.close();
+      throw error;
+    }
+    return pool;
+  }
+
+  get size(): number {
+    return this.slots.length;
+  }
+
+  run(job: InferenceJob): Promise<InferenceJobResult> {
+    if (this.closing !== null) {
+      return Promise.reject(new SluiceError("INTERNAL", "model runner is closed; create a new one"));
+    }
+    return new Promise((resolve, reject) => {
+      this.queue.push({ job, resolve, reject });
+      this.dispatch();
+    });
+  }
+
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      const pending = this.queue.splice(this.queueHead);
+      for (const p of pending)
+        p.reject(new SluiceError("INTERNAL", "model runner closed before the job ran"));
+      await Promise.all(this.slots.map((s) => s.worker.terminate()));
+      this.slots.length = 0;
+    })();
+    return this.closing;
+  }
+
+  private adopt(worker: Worker): void {
+    const slot: Slot = { worker, busy: null, jobId: 0 };
+    this.slots.push(slot);
+    worker.on("message", (reply: WorkerReply) => {
+      const pending = slot.busy;
+      if (pending === null || reply.id !== slot.jobId) return;
+      slot.busy = null;
+      if (reply.type === "done") pending.resolve({ data: reply.data, dim: reply.dim, runMs: reply.runMs });
+      else pending.reject(new SluiceError("INFERENCE_FAILED", reply.message, { retriable: false }));
+      this.dispatch();
+    });
+    worker.on("error", () => {
+      // 'exit' follows; handled there.
+    });
+    worker.on("exit", (code) => {
+      const index = this.slots.indexOf(slot);
+      if (index >= 0) this.slots.splice(index, 1);
+      if (slot.busy !== null) {
+        // A crash fails the job as INFERENCE_FAILED (the runner retries its items alone); a close does not.
+        slot.busy.reject(
+          this.closing !== null
+            ? new SluiceError("INTERNAL", "model runner closed while the job ran")
+            : new SluiceError("INFERENCE_FAILED", `inference worker exited (code ${code})`),
+        );
+        slot.busy = null;
+      }
+      if (this.closing === null) void this.replace();
+    });
+    this.dispatch();
+  }
+
+  private async replace(): Promise<void> {
+    try {
+      const { worker } = await spawn(this.init);
+      if (this.closing !== null) {
+        await worker.terminate();
+        return;
+      }
+      this.adopt(worker);
+    } catch (error) {
+      if (this.slots.length === 0) {
+        const pending = this.queue.splice(this.queueHead);
+        this.queueHead = 0;
+        for (const p of pending) {
+          p.reject(new SluiceError("MODEL_LOAD_FAILED", `no inference worker could be restarted: ${error}`));
+        }
+      }
+    }
+  }
+
+  private dispatch(): void {
+    for (const slot of this.slots) {
+      if (slot.busy !== null) continue;
+      if (this.queueHead >= this.queue.length) break;
+      const pending = this.queue[this.queueHead++]!;
+      // Compact occasionally instead of Array.shift on every job (DESIGN.md §6.10).
+      if (this.queueHead > 64 && this.queueHead * 2 > this.queue.length) {
+        this.queue.splice(0, this.queueHead);
+        this.queueHead = 0;
+      }
+      slot.busy = pending;
+      slot.jobId = this.nextJobId++;
+      const { job } = pending;
+      const request: WorkerRunRequest = { id: slot.jobId, ...job };
+      slot.worker.postMessage(request, [
+        job.inputIds.buffer as ArrayBuffer,
+        job.attentionMask.buffer as ArrayBuffer,
+      ]);
+    }
+  }
+}
+
+function spawn(
+  init: WorkerInit,
+): Promise<{ worker: Worker; hello: Extract<WorkerHello, { type: "ready" }> }> {
+  return new Promise((resolve, reject) => {
+    const worker = startWorker(init);
+    const fail = (message: string) => {
+      void worker.terminate();
+      reject(new SluiceError("MODEL_LOAD_FAILED", `could not load model ${init.modelPath}: ${message}`));
+    };
+    worker.once("message", (hello: WorkerHello) => {
+      worker.off("error", onError);
+      worker.off("exit", onExit);
+      if (hello.type === "ready") resolve({ worker, hello });
+      else fail(hello.message);
+    });
+    const onError = (error: Error) => fail(error.message);
+    const onExit = (code: number) => fail(`worker exited with code ${code} while loading`);
+    worker.once("error", onError);
+    worker.once("exit", onExit);
+  });
+}

@@ -1,0 +1,92 @@
+/**
+ * Worker-thread entry: owns one onnxruntime-node session, because `session.run()` blocks its thread in
+ * native code (DESIGN.md §3). Inputs arrive and outputs leave as transferred typed arrays (no copies).
+ * Post-processing (pooling, softmax) happens here too, so only [rows, dim] floats cross back.
+ */
+import { parentPort, workerData } from "node:worker_threads";
+import * as ort from "onnxruntime-node";
+import { softmaxRows } from "./tasks/classification-task.js";
+import { poolEmbeddings } from "./tasks/embedding-task.js";
+import type { WorkerHello, WorkerInit, WorkerReply, WorkerRunRequest } from "./worker-protocol.js";
+
+const init = workerData as WorkerInit;
+const port = parentPort!;
+
+async function main(): Promise<void> {
+  let session: ort.InferenceSession;
+  try {
+    session = await ort.InferenceSession.create(init.modelPath, {
+      intraOpNumThreads: init.intraOpThreads,
+      interOpNumThreads: init.interOpThreads,
+      executionMode: "sequential",
+      graphOptimizationLevel: "all",
+      // Failures reach the caller as per-item INFERENCE_FAILED outcomes; ORT's own stderr copy would
+      // only duplicate them (and could echo tensor details), so keep it to fatal errors.
+      logSeverityLevel: 4,
+      // ORT's pool threads spin-wait for work by default, burning a core between calls; on a small
+      // shared machine that starves Kafka I/O. Config key from onnxruntime_session_options_config_keys.h.
+      extra: { session: { intra_op: { allow_spinning: init.allowSpinning ? "1" : "0" } } },
+    });
+  } catch (error) {
+    post({ type: "init-failed", message: String(error) });
+    return;
+  }
+  const meta = (list: readonly ort.InferenceSession.ValueMetadata[]) =>
+    list.map((m) => ({
+      name: m.name,
+      type: m.isTensor ? String(m.type) : "non-tensor",
+      shape: m.isTensor ? [...m.shape] : [],
+    }));
+  post({ type: "ready", inputs: meta(session.inputMetadata), outputs: meta(session.outputMetadata) });
+
+  port.on("message", (request: WorkerRunRequest) => {
+    run(session, request).then(post, (error: unknown) =>
+      post({
+        type: "failed",
+        id: request.id,
+        message: error instanceof Error ? error.message : String(error),
+      }),
+    );
+  });
+}
+
+async function run(session: ort.InferenceSession, request: WorkerRunRequest): Promise<WorkerReply> {
+  const started = performance.now();
+  const dims = [request.rows, request.seqLen];
+  const feeds: Record<string, ort.Tensor> = {
+    [request.feedNames.inputIds]: new ort.Tensor("int64", request.inputIds, dims),
+    [request.feedNames.attentionMask]: new ort.Tensor("int64", request.attentionMask, dims),
+  };
+  if (request.feedNames.tokenTypeIds !== null) {
+    // Single-sequence inputs: every token has type 0.
+    feeds[request.feedNames.tokenTypeIds] = new ort.Tensor(
+      "int64",
+      new BigInt64Array(request.rows * request.seqLen),
+      dims,
+    );
+  }
+  const outputs = await session.run(feeds, [request.outputName]);
+  const tensor = outputs[request.outputName];
+  if (tensor === undefined) throw new Error(`model returned no output named ${request.outputName}`);
+  if (tensor.type !== "float32")
+    throw new Error(`output ${request.outputName} is ${tensor.type}, expected float32`);
+  const data = tensor.data as Float32Array;
+  const result =
+    init.task === "embedding"
+      ? poolEmbeddings(data, tensor.dims, request.attentionMask, init.pooling, init.normalize)
+      : softmaxRows(data, tensor.dims);
+  return {
+    type: "done",
+    id: request.id,
+    data: result.data,
+    dim: result.dim,
+    runMs: performance.now() - started,
+  };
+}
+
+function post(reply: WorkerReply | WorkerHello): void {
+  if (reply.type === "done") port.postMessage(reply, [reply.data.buffer as ArrayBuffer]);
+  else port.postMessage(reply);
+}
+
+void main();

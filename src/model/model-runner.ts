@@ -1,0 +1,351 @@
+import { readFile } from "node:fs/promises";
+import { basename } from "node:path";
+import { z } from "zod";
+import type { ModelIdentity } from "../contracts/inference.js";
+import type { SluiceEvents } from "../observability/sluice-events.js";
+import { SluiceError } from "../sluice-error.js";
+import { padSequences, planSubBatches } from "./batch-planner.js";
+import { InferenceWorkerPool } from "./inference-worker-pool.js";
+import { fingerprintModel, type ModelFingerprint } from "./model-fingerprint.js";
+import type { BatchRunStats, ItemOutcome, ModelPort, ModelTask } from "./model-port.js";
+import { type OnnxSummary, readOnnxSummary } from "./onnx-metadata.js";
+import { classificationOutput, labelsFromMetadata } from "./tasks/classification-task.js";
+import { embeddingOutput } from "./tasks/embedding-task.js";
+import { TextTokenizer } from "./text-tokenizer.js";
+import type { FeedNames, TensorInfo } from "./worker-protocol.js";
+
+const optionsSchema = z
+  .object({
+    /** ONNX model file. */
+    modelPath: z.string().min(1),
+    /** HF `tokenizer.json` matching the model. */
+    tokenizerPath: z.string().min(1),
+    /** Name in every result's `model.name`. Default: model file name without `.onnx`. */
+    name: z.string().min(1).optional(),
+    /** Default "embedding". */
+    task: z.enum(["embedding", "classification"]).default("embedding"),
+    /** Embedding pooling over a 3-D output. Default "cls" (BGE); sentence-transformers models use "mean". */
+    pooling: z.enum(["cls", "mean"]).default("cls"),
+    /** L2-normalise embeddings. Default true. */
+    normalize: z.boolean().default(true),
+    /** Longer texts are truncated (special tokens kept) and flagged. Default 256. */
+    maxSequenceTokens: z.number().int().min(2).max(8192).default(256),
+    /** Classifier label names by class index. Default: model metadata `id2label`/`labels`, else LABEL_i. */
+    labels: z.array(z.string().min(1)).min(1).optional(),
+    /** Model input names when they differ from input_ids / attention_mask / token_type_ids. */
+    inputNames: z
+      .object({
+        inputIds: z.string().min(1).optional(),
+        attentionMask: z.string().min(1).optional(),
+        tokenTypeIds: z.string().min(1).optional(),
+      })
+      .strict()
+      .default({}),
+    /** Output to read. Default: last_hidden_state / sentence_embedding (embedding), logits (classification), else the first. */
+    outputName: z.string().min(1).optional(),
+    /** Worker threads, one ORT session each. Default 1 (2-core machines: leave a core for Kafka and tokenising). */
+    workers: z.number().int().min(1).max(64).default(1),
+    /** ORT intra-op threads per session. Default 1. */
+    intraOpThreads: z.number().int().min(1).max(64).default(1),
+    /** ORT inter-op threads per session (sequential execution uses 1). Default 1. */
+    interOpThreads: z.number().int().min(1).max(64).default(1),
+    /** Let ORT pool threads spin-wait between calls (lower latency, burns CPU). Default false. */
+    allowSpinning: z.boolean().default(false),
+    /** Sort each batch by token length and run length-homogeneous sub-batches. Default true (see docs/model-runner.md). */
+    bucketing: z.boolean().default(true),
+    /**
+     * Run every item in its own ORT call. Dynamically quantized models (DynamicQuantizeLinear) pick one
+     * int8 scale per input tensor, so an item's output depends on its batch neighbours and padding
+     * (measured: up to 1.7e-2 per component on BGE-small int8). "auto" isolates items exactly for such
+     * models, keeping DESIGN.md invariant 2; "never" trades that for throughput. Default "auto".
+     */
+    itemIsolation: z.enum(["auto", "always", "never"]).default("auto"),
+    /** Prepended to every text before tokenising. Default "". */
+    textPrefix: z.string().default(""),
+  })
+  .strict();
+
+export type ModelRunnerOptions = z.input<typeof optionsSchema> & {
+  /** Receives `model.loaded`. */
+  events?: SluiceEvents;
+};
+type ResolvedOptions = z.output<typeof optionsSchema>;
+
+/** What `sluice model info` prints. */
+export interface ModelDescription {
+  identity: ModelIdentity;
+  task: ModelTask;
+  modelSha256: string;
+  tokenizerSha256: string;
+  inputs: TensorInfo[];
+  outputs: TensorInfo[];
+  feeds: FeedNames;
+  outputName: string;
+  /** Embedding size or number of classes, when the output shape states it. */
+  outputSize: number | null;
+  labels: string[] | null;
+  maxSequenceTokens: number;
+  /** The graph quantizes activations per tensor, so batch neighbours change an item's output. */
+  batchDependent: boolean;
+  /** Effective: each item runs alone (see `itemIsolation`). */
+  isolateItems: boolean;
+}
+
+interface TokenizedItem {
+  index: number;
+  ids: Int32Array;
+  truncated: boolean;
+}
+
+/**
+ * `ModelPort` over onnxruntime-node: tokenises on the caller's thread (cheap, and `countTokens` needs
+ * the same tokenizer), pads each batch dynamically, optionally splits it into length buckets, and runs
+ * ORT in worker threads. Outcomes always come back in input order, one per item.
+ */
+export class ModelRunner implements ModelPort {
+  readonly identity: ModelIdentity;
+  readonly task: ModelTask;
+  readonly tokenizerHash: string;
+  readonly description: ModelDescription;
+  private readonly labels: string[];
+
+  private constructor(
+    private readonly options: ResolvedOptions,
+    private readonly tokenizer: TextTokenizer,
+    private readonly pool: InferenceWorkerPool,
+    description: ModelDescription,
+  ) {
+    this.description = description;
+    this.identity = description.identity;
+    this.task = options.task;
+    this.tokenizerHash = description.tokenizerSha256;
+    this.labels = description.labels ?? [];
+  }
+
+  static async create(options: ModelRunnerOptions): Promise<ModelRunner> {
+    const { events, ...rest } = options;
+    const parsed = optionsSchema.safeParse(rest);
+    if (!parsed.success) {
+      throw new SluiceError(
+        "CONFIG_INVALID",
+        `invalid model runner options: ${z.prettifyError(parsed.error)}`,
+      );
+    }
+    const o = parsed.data;
+    const modelBytes = await readOrExplain(o.modelPath, "model", "--model FILE.onnx");
+    const tokenizerBytes = await readOrExplain(o.tokenizerPath, "tokenizer", "--tokenizer tokenizer.json");
+    let tokenizerJson: unknown;
+    try {
+      tokenizerJson = JSON.parse(tokenizerBytes.toString("utf8"));
+    } catch (cause) {
+      throw new SluiceError(
+        "MODEL_LOAD_FAILED",
+        `tokenizer ${o.tokenizerPath} is not valid JSON: ${String(cause)}`,
+        {
+          cause,
+        },
+      );
+    }
+    const tokenizer = new TextTokenizer(tokenizerJson, {
+      maxSequenceTokens: o.maxSequenceTokens,
+      textPrefix: o.textPrefix,
+    });
+    const fingerprint = fingerprintModel(modelBytes, tokenizerBytes);
+    let summary: OnnxSummary;
+    try {
+      summary = readOnnxSummary(modelBytes);
+    } catch (cause) {
+      throw new SluiceError("MODEL_LOAD_FAILED", `${o.modelPath}: ${String(cause)}`, { cause });
+    }
+    const pool = await InferenceWorkerPool.start(
+      {
+        modelPath: o.modelPath,
+        intraOpThreads: o.intraOpThreads,
+        interOpThreads: o.interOpThreads,
+        allowSpinning: o.allowSpinning,
+        task: o.task,
+        pooling: o.pooling,
+        normalize: o.normalize,
+      },
+      o.workers,
+    );
+    try {
+      const description = describe(o, pool, fingerprint, summary);
+      const runner = new ModelRunner(o, tokenizer, pool, description);
+      events?.emit("model.loaded", {
+        name: runner.identity.name,
+        version: runner.identity.version,
+        task: o.task,
+      });
+      return runner;
+    } catch (error) {
+      await pool.close();
+      throw error;
+    }
+  }
+
+  countTokens(text: string): number {
+    return this.tokenizer.countTokens(text);
+  }
+
+  async run(texts: readonly unknown[]): Promise<{ outcomes: ItemOutcome[]; stats: BatchRunStats }> {
+    const started = performance.now();
+    const outcomes = new Array<ItemOutcome>(texts.length);
+    const items: TokenizedItem[] = [];
+    texts.forEach((text, index) => {
+      const t = this.tokenizer.tokenize(text);
+      if (t.ok) items.push({ index, ids: t.ids, truncated: t.truncated });
+      else outcomes[index] = { ok: false, code: t.code, message: t.message };
+    });
+    const lengths = items.map((i) => i.ids.length);
+    const plan = this.description.isolateItems
+      ? lengths.map((len, i) => ({ indices: [i], seqLen: len, realTokens: len }))
+      : planSubBatches(lengths, this.options.bucketing);
+    let realTokens = 0;
+    let paddedTokens = 0;
+    for (const sub of plan) {
+      realTokens += sub.realTokens;
+      paddedTokens += sub.seqLen * sub.indices.length;
+    }
+    await Promise.all(
+      plan.map((sub) =>
+        this.runItems(
+          sub.indices.map((i) => items[i]!),
+          sub.seqLen,
+          outcomes,
+        ),
+      ),
+    );
+    return { outcomes, stats: { inferenceMs: performance.now() - started, realTokens, paddedTokens } };
+  }
+
+  close(): Promise<void> {
+    return this.pool.close();
+  }
+
+  private async runItems(items: TokenizedItem[], seqLen: number, outcomes: ItemOutcome[]): Promise<void> {
+    const { inputIds, attentionMask } = padSequences(
+      items.map((i) => i.ids),
+      seqLen,
+    );
+    let result: Awaited<ReturnType<InferenceWorkerPool["run"]>>;
+    try {
+      result = await this.pool.run({
+        rows: items.length,
+        seqLen,
+        inputIds,
+        attentionMask,
+        feedNames: this.description.feeds,
+        outputName: this.description.outputName,
+      });
+    } catch (error) {
+      if (!(error instanceof SluiceError) || error.code !== "INFERENCE_FAILED") throw error;
+      if (items.length === 1) {
+        const item = items[0]!;
+        outcomes[item.index] = { ok: false, code: "INFERENCE_FAILED", message: error.message };
+        return;
+      }
+      // One bad item must not fail its neighbours: retry each alone to find it.
+      await Promise.all(items.map((item) => this.runItems([item], item.ids.length, outcomes)));
+      return;
+    }
+    const { data, dim } = result;
+    items.forEach((item, row) => {
+      const slice = data.subarray(row * dim, (row + 1) * dim);
+      outcomes[item.index] = {
+        ok: true,
+        output: this.task === "embedding" ? embeddingOutput(slice) : classificationOutput(slice, this.labels),
+        tokens: item.ids.length,
+        truncated: item.truncated,
+      };
+    });
+  }
+}
+
+function describe(
+  o: ResolvedOptions,
+  pool: InferenceWorkerPool,
+  fingerprint: ModelFingerprint,
+  summary: OnnxSummary,
+): ModelDescription {
+  const inputNames = pool.inputs.map((i) => i.name);
+  const outputNames = pool.outputs.map((i) => i.name);
+  const require = (name: string, what: string): string => {
+    if (inputNames.includes(name)) return name;
+    throw new SluiceError(
+      "CONFIG_INVALID",
+      `model ${o.modelPath} has no input "${name}" for ${what}; its inputs are [${inputNames.join(", ")}]: ` +
+        "map them with inputNames",
+    );
+  };
+  const feeds: FeedNames = {
+    inputIds: require(o.inputNames.inputIds ?? "input_ids", "token ids"),
+    attentionMask: require(o.inputNames.attentionMask ?? "attention_mask", "the attention mask"),
+    tokenTypeIds:
+      o.inputNames.tokenTypeIds !== undefined
+        ? require(o.inputNames.tokenTypeIds, "token type ids")
+        : inputNames.includes("token_type_ids")
+          ? "token_type_ids"
+          : null,
+  };
+  const unmapped = inputNames.filter(
+    (n) => n !== feeds.inputIds && n !== feeds.attentionMask && n !== feeds.tokenTypeIds,
+  );
+  if (unmapped.length > 0) {
+    throw new SluiceError(
+      "CONFIG_INVALID",
+      `model inputs [${unmapped.join(", ")}] cannot be fed: Sluice provides token ids, attention mask and token type ids only`,
+    );
+  }
+  const preferred = o.task === "embedding" ? ["last_hidden_state", "sentence_embedding"] : ["logits"];
+  const outputName = o.outputName ?? preferred.find((n) => outputNames.includes(n)) ?? outputNames[0];
+  if (outputName === undefined || !outputNames.includes(outputName)) {
+    throw new SluiceError(
+      "CONFIG_INVALID",
+      `model has no output "${outputName}"; its outputs are [${outputNames.join(", ")}]: set outputName`,
+    );
+  }
+  const shape = pool.outputs.find((x) => x.name === outputName)!.shape;
+  const last = shape[shape.length - 1];
+  const outputSize = typeof last === "number" ? last : null;
+  let labels: string[] | null = null;
+  if (o.task === "classification") {
+    labels = o.labels ?? labelsFromMetadata(summary.metadata);
+    if (labels === null && outputSize !== null)
+      labels = Array.from({ length: outputSize }, (_, i) => `LABEL_${i}`);
+    if (labels !== null && outputSize !== null && labels.length !== outputSize) {
+      throw new SluiceError(
+        "CONFIG_INVALID",
+        `${labels.length} labels given but the model outputs ${outputSize} classes; pass exactly ${outputSize} labels`,
+      );
+    }
+  }
+  const batchDependent = summary.opTypes.has("DynamicQuantizeLinear");
+  return {
+    identity: { name: o.name ?? basename(o.modelPath).replace(/\.onnx$/i, ""), version: fingerprint.version },
+    task: o.task,
+    modelSha256: fingerprint.modelSha256,
+    tokenizerSha256: fingerprint.tokenizerSha256,
+    inputs: pool.inputs,
+    outputs: pool.outputs,
+    feeds,
+    outputName,
+    outputSize,
+    labels,
+    maxSequenceTokens: o.maxSequenceTokens,
+    batchDependent,
+    isolateItems: o.itemIsolation === "always" || (o.itemIsolation === "auto" && batchDependent),
+  };
+}
+
+async function readOrExplain(path: string, what: string, flag: string): Promise<Buffer> {
+  try {
+    return await readFile(path);
+  } catch (cause) {
+    throw new SluiceError(
+      "MODEL_NOT_FOUND",
+      `cannot read ${what} ${path}: ${String(cause)}; run \`sluice model fetch\` or pass ${flag}`,
+      { cause },
+    );
+  }
+}

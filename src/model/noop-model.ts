@@ -1,0 +1,56 @@
+import type { ModelIdentity } from "../contracts/inference.js";
+import type { BatchRunStats, ItemOutcome, ModelPort } from "./model-port.js";
+
+export interface NoopModelOptions {
+  /** Length of the zero embedding returned for every item. Default 384 (same payload size as BGE-small). */
+  dimensions?: number;
+}
+
+/**
+ * NOT A MODEL: a `ModelPort` that returns a fixed-size zero embedding for every valid text, so the
+ * Kafka ceiling (consume → transaction → produce) can be benchmarked without inference cost. Used only
+ * when the user asks for `--model noop`. It validates items like the real runner (EMPTY_TEXT,
+ * INVALID_TEXT) and counts whitespace-separated words + 2 as tokens.
+ */
+export class NoopModel implements ModelPort {
+  readonly identity: ModelIdentity = { name: "noop", version: "noop" };
+  readonly task = "embedding" as const;
+  private readonly dimensions: number;
+
+  constructor(options: NoopModelOptions = {}) {
+    this.dimensions = options.dimensions ?? 384;
+    if (!Number.isInteger(this.dimensions) || this.dimensions < 1) {
+      throw new RangeError(`NoopModel dimensions must be a positive integer, got ${options.dimensions}`);
+    }
+  }
+
+  countTokens(text: string): number {
+    return typeof text === "string" && text.trim().length > 0 ? text.trim().split(/\s+/).length + 2 : 0;
+  }
+
+  async run(texts: readonly unknown[]): Promise<{ outcomes: ItemOutcome[]; stats: BatchRunStats }> {
+    const started = performance.now();
+    let tokens = 0;
+    const outcomes = texts.map((text): ItemOutcome => {
+      if (typeof text !== "string") {
+        return { ok: false, code: "INVALID_TEXT", message: `text must be a string, got ${typeof text}` };
+      }
+      if (text.trim().length === 0)
+        return { ok: false, code: "EMPTY_TEXT", message: "text is empty or only whitespace" };
+      const count = this.countTokens(text);
+      tokens += count;
+      return {
+        ok: true,
+        output: { embedding: new Array<number>(this.dimensions).fill(0) },
+        tokens: count,
+        truncated: false,
+      };
+    });
+    return {
+      outcomes,
+      stats: { inferenceMs: performance.now() - started, realTokens: tokens, paddedTokens: tokens },
+    };
+  }
+
+  async close(): Promise<void> {}
+}
