@@ -1,0 +1,64 @@
+import { Command } from "commander";
+import { packageVersion } from "../config/project-paths.js";
+import { isSluiceError } from "../sluice-error.js";
+import * as batchCommand from "./batch-command.js";
+import * as configCommand from "./config-command.js";
+import * as demoCommand from "./demo-command.js";
+import * as inferCommand from "./infer-command.js";
+import * as kafkaCommand from "./kafka-command.js";
+import * as modelCommand from "./model-command.js";
+import * as planCommand from "./plan-command.js";
+import * as serveCommand from "./serve-command.js";
+import * as statusCommand from "./status-command.js";
+
+/**
+ * The `sluice` command. Each command module exports `register(program: Command): void` and is listed
+ * once below; keep it a plain list (no discovery magic) so the CLI surface is readable in one place.
+ * Commands read configuration with `loadCommandConfig(command)` from ./config-command.js, which
+ * honours the global `--config` option.
+ */
+const COMMANDS: { register(program: Command): void }[] = [
+  kafkaCommand,
+  configCommand,
+  serveCommand,
+  demoCommand,
+  statusCommand,
+  batchCommand,
+  planCommand,
+  modelCommand,
+  inferCommand,
+];
+
+export function buildProgram(): Command {
+  const program = new Command("sluice")
+    .description("Streaming micro-batch ONNX inference on Apache Kafka (online and batch)")
+    .version(packageVersion(), "-V, --version")
+    .option(
+      "-c, --config <path>",
+      "YAML configuration file (default: $SLUICE_CONFIG or ./sluice.config.yaml)",
+    )
+    .showHelpAfterError();
+  for (const command of COMMANDS) command.register(program);
+  return program;
+}
+
+/** Prints an error the way users should see it: `CODE: message`, a stack only with SLUICE_DEBUG=1. */
+export function reportError(error: unknown): void {
+  if (isSluiceError(error)) {
+    process.stderr.write(`${error.code}: ${error.message}\n`);
+    if (process.env["SLUICE_DEBUG"] && error.cause)
+      process.stderr.write(`${String((error.cause as Error).stack ?? error.cause)}\n`);
+    return;
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  process.stderr.write(`INTERNAL: ${message}\n`);
+  if (process.env["SLUICE_DEBUG"]) process.stderr.write(`${(error as Error)?.stack ?? ""}\n`);
+  else process.stderr.write("(set SLUICE_DEBUG=1 for a stack trace)\n");
+}
+
+try {
+  await buildProgram().parseAsync(process.argv);
+} catch (error) {
+  reportError(error);
+  process.exitCode = 1;
+}

@@ -1,0 +1,282 @@
+import { hostname } from "node:os";
+import { z } from "zod";
+
+/**
+ * The one typed configuration of Sluice. Every key is documented with `.describe()`; defaults and
+ * units live here and nowhere else. `docs/configuration.md` and the README mirror this file.
+ *
+ * Sections use `prefault({})` (not `default({})`) so that a missing section is parsed like an empty
+ * object and picks up each field's default (zod 4 returns `default` values without parsing them).
+ * Objects are strict: an unknown key is a typo and fails loudly instead of being ignored.
+ */
+
+const positiveInt = () => z.number().int().positive();
+const topicName = () =>
+  z
+    .string()
+    .min(1)
+    .max(249)
+    .regex(/^[a-zA-Z0-9._-]+$/, "Kafka topic names use only letters, digits, '.', '_' and '-'");
+
+export const kafkaSaslSchema = z
+  .strictObject({
+    mechanism: z.enum(["plain", "scram-sha-256", "scram-sha-512"]).describe("SASL mechanism."),
+    username: z.string().min(1).describe("SASL user name."),
+    password: z.string().describe("SASL password (masked when printed)."),
+  })
+  .describe("SASL authentication; omit for none.");
+
+export const kafkaSchema = z
+  .strictObject({
+    brokers: z
+      .array(z.string().regex(/^[^\s:]+:\d{1,5}$/, "each broker must be host:port"))
+      .min(1)
+      .default(["127.0.0.1:19092"])
+      .describe("Bootstrap brokers, host:port. Plain KAFKA_BROKERS (comma-separated) also sets this."),
+    clientId: z.string().min(1).default("sluice").describe("Kafka client id prefix."),
+    ssl: z.boolean().default(false).describe("Use TLS to reach the brokers."),
+    sasl: kafkaSaslSchema
+      .optional()
+      .describe("SASL authentication {mechanism, username, password}; omit for none."),
+    connectionTimeoutMs: positiveInt().default(3000).describe("TCP connect timeout, ms."),
+    requestTimeoutMs: positiveInt().default(30_000).describe("Kafka request timeout, ms."),
+  })
+  .describe("How to reach Kafka.");
+
+export const topicsSchema = z
+  .strictObject({
+    requests: z
+      .array(topicName())
+      .min(1)
+      .default(["sluice.requests"])
+      .describe("Request topics to consume (one or more)."),
+    results: topicName().default("sluice.results").describe("Topic results are published to."),
+    deadLetters: topicName()
+      .default("sluice.dead-letters")
+      .describe("Topic for records that cannot be processed (raw record + error headers)."),
+    dedupChangelog: topicName()
+      .default("sluice.dedup-changelog")
+      .describe("Compacted topic that backs the request-id dedup store."),
+    freshness: topicName().default("sluice.freshness").describe("Topic for freshness heartbeats."),
+    requestCodec: z.enum(["json", "avro"]).default("json").describe("Encoding of request records."),
+    resultCodec: z.enum(["json", "avro"]).default("json").describe("Encoding of result records."),
+    partitions: positiveInt().default(3).describe("Partitions used when Sluice creates topics."),
+    replicationFactor: positiveInt()
+      .default(1)
+      .describe("Replication factor used when Sluice creates topics."),
+  })
+  .describe("Topic names and codecs.");
+
+export const consumerSchema = z
+  .strictObject({
+    groupId: z.string().min(1).default("sluice").describe("Consumer group id."),
+    sessionTimeoutMs: positiveInt().default(30_000).describe("Consumer group session timeout, ms."),
+    heartbeatIntervalMs: positiveInt()
+      .default(3000)
+      .describe("Consumer heartbeat interval, ms; must be below sessionTimeoutMs."),
+    maxBytesPerPartition: positiveInt()
+      .default(1_048_576)
+      .describe("Max bytes fetched per partition, bytes."),
+  })
+  .describe("Kafka consumer settings.");
+
+export const batchingSchema = z
+  .strictObject({
+    maxBatchSize: z
+      .number()
+      .int()
+      .min(1)
+      .max(4096)
+      .default(32)
+      .describe("Max requests per micro-batch (1..4096)."),
+    maxBatchTokens: positiveInt()
+      .default(8192)
+      .describe("Max padded tokens per micro-batch (batch size x longest sequence)."),
+    maxWaitMs: z
+      .number()
+      .int()
+      .min(0)
+      .default(10)
+      .describe("Longest time the first queued request waits for a batch to fill, ms."),
+    maxInFlightBatches: positiveInt().default(2).describe("Batches being inferred at the same time."),
+    maxQueuedRecords: positiveInt()
+      .default(2000)
+      .describe("Queued records before the consumer pauses (backpressure)."),
+    bucketing: z
+      .boolean()
+      .default(true)
+      .describe("Sort a batch by token length to reduce padding (order is restored)."),
+  })
+  .describe("Micro-batching policy.");
+
+export const deliverySchema = z
+  .strictObject({
+    transactions: z
+      .boolean()
+      .default(true)
+      .describe("Publish results in Kafka transactions (exactly-once-style); false = at-least-once."),
+    commitIntervalMs: z
+      .number()
+      .int()
+      .min(0)
+      .default(100)
+      .describe("How long a transaction may stay open collecting batches, ms (0 = commit every batch)."),
+    transactionTimeoutMs: positiveInt()
+      .default(60_000)
+      .describe("Broker-side transaction timeout, ms; must exceed commitIntervalMs."),
+    dedupTtlMs: positiveInt()
+      .default(86_400_000)
+      .describe("How long a request id is remembered for deduplication, ms."),
+    dedupMaxEntries: positiveInt()
+      .default(1_000_000)
+      .describe("Max remembered request ids per instance (oldest evicted first)."),
+    maxMessageBytes: positiveInt()
+      .default(1_048_576)
+      .describe("Largest request record accepted; bigger ones are dead-lettered, bytes."),
+    defaultTimeoutMs: positiveInt()
+      .default(30_000)
+      .describe("Deadline applied to requests without deadlineMs, ms after the record timestamp."),
+  })
+  .describe("Delivery guarantees and deduplication.");
+
+export const modelSchema = z
+  .strictObject({
+    name: z.string().min(1).default("bge-small-en-v1.5-q").describe("Model name reported in results."),
+    path: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("ONNX model file; unset = the default model fetched by `sluice model fetch` under models/."),
+    tokenizerPath: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("tokenizer.json; unset = the one next to the default model."),
+    task: z.enum(["embedding", "classification"]).default("embedding").describe("What the model computes."),
+    pooling: z.enum(["cls", "mean"]).default("cls").describe("Embedding pooling (BGE uses cls)."),
+    normalize: z.boolean().default(true).describe("L2-normalise embeddings."),
+    maxSequenceTokens: positiveInt()
+      .default(256)
+      .describe("Longer inputs are truncated to this many tokens."),
+    labels: z
+      .array(z.string().min(1))
+      .min(1)
+      .optional()
+      .describe("Class labels for classification, in output order."),
+    inputNames: z
+      .record(z.string(), z.string().min(1))
+      .optional()
+      .describe(
+        "Map from logical input (input_ids, attention_mask, token_type_ids) to the model's input name.",
+      ),
+    workers: positiveInt().default(1).describe("Inference worker threads."),
+    intraOpThreads: positiveInt().default(1).describe("onnxruntime intra-op threads per worker."),
+    textPrefix: z
+      .string()
+      .default("")
+      .describe("Prepended to every input text (e.g. a retrieval instruction)."),
+  })
+  .describe("The ONNX model and its tokenizer.");
+
+export const observabilitySchema = z
+  .strictObject({
+    metricsHost: z.string().min(1).default("127.0.0.1").describe("Address the metrics/health server binds."),
+    metricsPort: z
+      .number()
+      .int()
+      .min(0)
+      .max(65_535)
+      .default(9464)
+      .describe("Port of the Prometheus metrics/health server (0 = any free port)."),
+    lagIntervalMs: positiveInt().default(5000).describe("How often consumer lag is sampled, ms."),
+    heartbeatIntervalMs: positiveInt()
+      .default(5000)
+      .describe("How often freshness heartbeats are published, ms."),
+    logLevel: z
+      .enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"])
+      .default("info")
+      .describe("pino log level."),
+    logPayloads: z
+      .boolean()
+      .default(false)
+      .describe("Allow request text in logs (off: payloads never reach a log)."),
+    redactPaths: z.array(z.string().min(1)).default([]).describe("Extra pino redact paths."),
+    instanceId: z
+      .string()
+      .min(1)
+      .default(() => `${hostname()}-${process.pid}`)
+      .describe("Name of this instance in metrics and heartbeats (default hostname-pid)."),
+  })
+  .describe("Metrics, logs and heartbeats.");
+
+export const batchSchema = z
+  .strictObject({
+    shardSize: positiveInt().default(10_000).describe("Rows per batch-mode shard (unit of checkpointing)."),
+    idField: z.string().min(1).default("id").describe("Input field holding the request id."),
+    textField: z.string().min(1).default("text").describe("Input field holding the text."),
+  })
+  .describe("Offline batch mode.");
+
+export const sluiceConfigSchema = z
+  .strictObject({
+    kafka: kafkaSchema.prefault({}),
+    topics: topicsSchema.prefault({}),
+    consumer: consumerSchema.prefault({}),
+    batching: batchingSchema.prefault({}),
+    delivery: deliverySchema.prefault({}),
+    model: modelSchema.prefault({}),
+    observability: observabilitySchema.prefault({}),
+    batch: batchSchema.prefault({}),
+  })
+  .superRefine((c, ctx) => {
+    // Cross-field rules: each names both keys so the fix is obvious.
+    if (c.consumer.heartbeatIntervalMs >= c.consumer.sessionTimeoutMs) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["consumer", "heartbeatIntervalMs"],
+        input: c.consumer.heartbeatIntervalMs,
+        message: `must be below consumer.sessionTimeoutMs (${c.consumer.sessionTimeoutMs})`,
+      });
+    }
+    if (c.delivery.commitIntervalMs >= c.delivery.transactionTimeoutMs) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["delivery", "commitIntervalMs"],
+        input: c.delivery.commitIntervalMs,
+        message: `must be below delivery.transactionTimeoutMs (${c.delivery.transactionTimeoutMs})`,
+      });
+    }
+    if (c.batching.maxBatchTokens < c.model.maxSequenceTokens) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["batching", "maxBatchTokens"],
+        input: c.batching.maxBatchTokens,
+        message: `must be at least model.maxSequenceTokens (${c.model.maxSequenceTokens}) so one full-length request fits a batch`,
+      });
+    }
+    if (c.batching.maxQueuedRecords < c.batching.maxBatchSize) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["batching", "maxQueuedRecords"],
+        input: c.batching.maxQueuedRecords,
+        message: `must be at least batching.maxBatchSize (${c.batching.maxBatchSize}) or batches never fill`,
+      });
+    }
+    const inputs = new Set(c.topics.requests);
+    for (const key of ["results", "deadLetters", "dedupChangelog", "freshness"] as const) {
+      if (inputs.has(c.topics[key])) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["topics", key],
+          input: c.topics[key],
+          message: "must differ from every topic in topics.requests (Sluice would consume its own output)",
+        });
+      }
+    }
+  })
+  .describe("Sluice configuration.");
+
+/** The effective, fully defaulted configuration. */
+export type SluiceConfig = z.output<typeof sluiceConfigSchema>;
+/** What a YAML file or overrides may contain: every key optional. */
+export type SluiceConfigInput = z.input<typeof sluiceConfigSchema>;

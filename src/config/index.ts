@@ -1,0 +1,11 @@
+export {
+  type ConfigOrigin,
+  DEFAULT_CONFIG_FILE,
+  type DeepPartial,
+  type LoadConfigOptions,
+  loadConfig,
+  loadConfigWithOrigin,
+} from "./config-loader.js";
+export { type SluiceConfig, type SluiceConfigInput, sluiceConfigSchema } from "./config-schema.js";
+export { envNameFor } from "./env-overrides.js";
+export { isSecretKey, MASK, maskSecrets } from "./secret-masking.js";

@@ -1,0 +1,62 @@
+import { Kafka, type KafkaConfig, type LogEntry, logLevel, type SASLOptions } from "kafkajs";
+import type { SluiceConfig } from "../config/config-schema.js";
+
+/** The subset of a pino logger this module needs, so callers can pass any pino child. */
+export interface KafkaLogSink {
+  warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+}
+
+export interface CreateKafkaOptions {
+  /** Overrides `config.clientId` (e.g. to tell processes apart). */
+  clientId?: string;
+  /** kafkajs retry policy; defaults to kafkajs's own. */
+  retry?: KafkaConfig["retry"];
+}
+
+/**
+ * The single place a kafkajs `Kafka` is built from configuration (kafkajs is in maintenance mode, so
+ * keep it behind our own seams). With a logger, kafkajs warnings and errors go to pino with the
+ * kafkajs namespace; without one kafkajs stays silent (its default console logger would interleave
+ * with the CLI's output).
+ */
+export function createKafka(
+  config: SluiceConfig["kafka"],
+  logger?: KafkaLogSink,
+  options: CreateKafkaOptions = {},
+): Kafka {
+  const kafkaConfig: KafkaConfig = {
+    clientId: options.clientId ?? config.clientId,
+    brokers: config.brokers,
+    ssl: config.ssl,
+    connectionTimeout: config.connectionTimeoutMs,
+    requestTimeout: config.requestTimeoutMs,
+    logLevel: logger ? logLevel.WARN : logLevel.NOTHING,
+    logCreator: () => (entry: LogEntry) => forward(logger, entry),
+  };
+  if (config.sasl) kafkaConfig.sasl = saslOptions(config.sasl);
+  if (options.retry) kafkaConfig.retry = options.retry;
+  return new Kafka(kafkaConfig);
+}
+
+function saslOptions(sasl: NonNullable<SluiceConfig["kafka"]["sasl"]>): SASLOptions {
+  const { username, password } = sasl;
+  switch (sasl.mechanism) {
+    case "plain":
+      return { mechanism: "plain", username, password };
+    case "scram-sha-256":
+      return { mechanism: "scram-sha-256", username, password };
+    case "scram-sha-512":
+      return { mechanism: "scram-sha-512", username, password };
+  }
+}
+
+function forward(logger: KafkaLogSink | undefined, entry: LogEntry): void {
+  if (!logger) return;
+  // kafkajs puts the message inside `log` next to structured fields (broker, clientId, error, retry
+  // counts); keep those, drop its own timestamp/logger name (pino adds its own).
+  const { message, timestamp: _timestamp, logger: _logger, ...fields } = entry.log;
+  const context = { component: "kafkajs", namespace: entry.namespace, ...fields };
+  if (entry.level === logLevel.ERROR) logger.error(context, message);
+  else if (entry.level === logLevel.WARN) logger.warn(context, message);
+}

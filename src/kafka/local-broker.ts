@@ -1,0 +1,589 @@
+import { execFile, execFileSync, spawn } from "node:child_process";
+import { createHash } from "node:crypto";
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { delimiter, join, resolve } from "node:path";
+import { Kafka, logLevel } from "kafkajs";
+import { packageRoot } from "../config/project-paths.js";
+import { SluiceError } from "../sluice-error.js";
+
+/**
+ * A single-node Apache Kafka (KRaft, broker+controller) run straight from Maven Central jars, so
+ * development and tests need Java and Maven but no Docker. Everything it owns (state, logs, data,
+ * cached classpath) lives under one run folder; it only ever signals the pid it recorded there.
+ */
+export interface LocalBrokerOptions {
+  /** Run folder for state, logs and data. Default `<package>/.sluice/kafka` (git-ignored). */
+  runDir?: string;
+  /** Apache Kafka version. Default "3.9.1"; 4.x selects the `kafka4` pom profile (log4j2). */
+  kafkaVersion?: string;
+  /** Preferred client port on 127.0.0.1. Default 19092; when taken a free port is chosen. 0 = any free port. */
+  port?: number;
+  /** Max JVM heap, MiB. Default 1024. */
+  heapMb?: number;
+  /** How long `start` waits for the broker to answer an admin request, ms. Default 120000. */
+  startTimeoutMs?: number;
+  /** How long `stop` waits after SIGTERM before SIGKILL, ms. Default 30000. */
+  stopTimeoutMs?: number;
+  /** Standalone pom that lists the broker jars. Default `<package>/deploy/local-kafka/pom.xml`. */
+  pomPath?: string;
+  /** Where resolved classpaths are cached (keyed by version and pom content). Default `runDir`. */
+  classpathCacheDir?: string;
+  /** Java executable. Default `$JAVA_HOME/bin/java` when JAVA_HOME is set, else `java`. */
+  javaCommand?: string;
+  /** Maven executable. Default `mvn`. */
+  mvnCommand?: string;
+  /** Progress lines for humans (resolving jars, formatting storage, ...). Default: silent. */
+  onProgress?: (message: string) => void;
+}
+
+export interface LocalBrokerStatus {
+  running: boolean;
+  runDir: string;
+  pid?: number;
+  /** host:port clients connect to. */
+  bootstrap?: string;
+  kafkaVersion?: string;
+  startedAt?: string;
+  /** True when `start` found a broker already running and did not start another. */
+  alreadyRunning?: boolean;
+  /** Set when a state file pointed at a process that no longer exists (cleaned up). */
+  stale?: boolean;
+}
+
+interface BrokerState {
+  pid: number;
+  port: number;
+  controllerPort: number;
+  kafkaVersion: string;
+  startedAt: string;
+  serverProperties: string;
+}
+
+const STATE_FILE = "broker.json";
+const MIN_JAVA_FOR_3 = 11;
+const MIN_JAVA_FOR_4 = 17;
+
+export const MISSING_TOOLS_HELP =
+  "install Java 17+ and Maven (e.g. `apt-get install openjdk-17-jre-headless maven` or `brew install openjdk@17 maven`), " +
+  "or run Kafka with Docker (`docker compose up -d kafka`), or point Sluice at an existing broker with KAFKA_BROKERS=host:port";
+
+export class LocalBroker {
+  readonly runDir: string;
+  readonly kafkaVersion: string;
+  private readonly port: number;
+  private readonly heapMb: number;
+  private readonly startTimeoutMs: number;
+  private readonly stopTimeoutMs: number;
+  private readonly pomPath: string;
+  private readonly classpathCacheDir: string;
+  private readonly javaCommand: string;
+  private readonly mvnCommand: string;
+  private readonly progress: (message: string) => void;
+
+  constructor(options: LocalBrokerOptions = {}) {
+    this.runDir = resolve(options.runDir ?? join(packageRoot(), ".sluice", "kafka"));
+    this.kafkaVersion = options.kafkaVersion ?? "3.9.1";
+    this.port = options.port ?? 19092;
+    this.heapMb = options.heapMb ?? 1024;
+    this.startTimeoutMs = options.startTimeoutMs ?? 120_000;
+    this.stopTimeoutMs = options.stopTimeoutMs ?? 30_000;
+    this.pomPath = resolve(options.pomPath ?? join(packageRoot(), "deploy", "local-kafka", "pom.xml"));
+    this.classpathCacheDir = resolve(options.classpathCacheDir ?? this.runDir);
+    this.javaCommand =
+      options.javaCommand ??
+      (process.env["JAVA_HOME"] ? join(process.env["JAVA_HOME"], "bin", "java") : "java");
+    this.mvnCommand = options.mvnCommand ?? "mvn";
+    this.progress = options.onProgress ?? (() => {});
+
+    if (!/^\d+\.\d+\.\d+$/.test(this.kafkaVersion)) {
+      throw new SluiceError("CONFIG_INVALID", `kafka version "${this.kafkaVersion}" is not like 3.9.1`);
+    }
+    if (!Number.isInteger(this.port) || this.port < 0 || this.port > 65_535) {
+      throw new SluiceError("CONFIG_INVALID", `broker port ${this.port} must be an integer 0..65535`);
+    }
+    if (!Number.isInteger(this.heapMb) || this.heapMb < 128) {
+      throw new SluiceError("CONFIG_INVALID", `broker heapMb ${this.heapMb} must be an integer >= 128`);
+    }
+  }
+
+  private get majorVersion(): number {
+    return Number(this.kafkaVersion.split(".")[0]);
+  }
+
+  /** Reports the broker recorded in the run folder; removes the record if its process is gone. */
+  async status(): Promise<LocalBrokerStatus> {
+    const state = this.readState();
+    if (!state) return { running: false, runDir: this.runDir };
+    if (!isOurBroker(state)) {
+      rmSync(join(this.runDir, STATE_FILE), { force: true });
+      return { running: false, runDir: this.runDir, stale: true };
+    }
+    return {
+      running: true,
+      runDir: this.runDir,
+      pid: state.pid,
+      bootstrap: `127.0.0.1:${state.port}`,
+      kafkaVersion: state.kafkaVersion,
+      startedAt: state.startedAt,
+    };
+  }
+
+  /** Starts the broker unless one is already running from this run folder; resolves when it answers. */
+  async start(): Promise<LocalBrokerStatus> {
+    const current = await this.status();
+    if (current.running) return { ...current, alreadyRunning: true };
+
+    mkdirSync(join(this.runDir, "logs"), { recursive: true });
+    await this.checkJava();
+    const classpath = await this.classpath();
+
+    const port = await choosePort(this.port);
+    if (this.port !== 0 && port !== this.port) this.progress(`port ${this.port} is taken; using ${port}`);
+    const controllerPort = await choosePort(port + 1, [port]);
+    const dataDir = join(this.runDir, `data-${this.kafkaVersion}`);
+    const serverProperties = join(this.runDir, "server.properties");
+    writeFileSync(serverProperties, this.serverProperties(port, controllerPort, dataDir));
+    const logConfig = this.writeLogConfig();
+
+    if (!existsSync(join(dataDir, "meta.properties"))) {
+      this.progress(`formatting KRaft storage in ${dataDir}`);
+      const jvm = ["-Xmx256m", ...logConfig, "-cp", classpath, "kafka.tools.StorageTool"];
+      const clusterId =
+        (await run(this.javaCommand, [...jvm, "random-uuid"])).trim().split(/\s+/).pop() ?? "";
+      await run(this.javaCommand, [...jvm, "format", "-t", clusterId, "-c", serverProperties]);
+    }
+
+    this.progress(`starting Apache Kafka ${this.kafkaVersion} on 127.0.0.1:${port}`);
+    const out = openSync(join(this.runDir, "logs", "kafka.out"), "a");
+    const child = spawn(
+      this.javaCommand,
+      [
+        `-Xmx${this.heapMb}m`,
+        `-Xms${Math.min(256, this.heapMb)}m`,
+        "-XX:+UseG1GC",
+        "-XX:MaxGCPauseMillis=20",
+        "-Djava.awt.headless=true",
+        `-Dkafka.logs.dir=${join(this.runDir, "logs")}`,
+        ...logConfig,
+        "-cp",
+        classpath,
+        "kafka.Kafka",
+        serverProperties,
+      ],
+      // Detached with its own session so the broker outlives the CLI that started it.
+      { detached: true, stdio: ["ignore", out, out], cwd: this.runDir },
+    );
+    closeSync(out);
+    const pid = child.pid;
+    if (pid === undefined) {
+      throw new SluiceError(
+        "BROKER_START_FAILED",
+        `could not spawn ${this.javaCommand}; ${MISSING_TOOLS_HELP}`,
+      );
+    }
+    let exited: string | undefined;
+    child.on("exit", (code, signal) => {
+      exited = `exited with ${signal ?? `code ${code}`}`;
+    });
+    child.unref();
+
+    const state: BrokerState = {
+      pid,
+      port,
+      controllerPort,
+      kafkaVersion: this.kafkaVersion,
+      startedAt: new Date().toISOString(),
+      serverProperties,
+    };
+    writeFileSync(join(this.runDir, STATE_FILE), `${JSON.stringify(state, null, 2)}\n`);
+    writeFileSync(join(this.runDir, "kafka.pid"), `${pid}\n`);
+
+    const bootstrap = `127.0.0.1:${port}`;
+    try {
+      await waitUntilReady(bootstrap, this.startTimeoutMs, () => exited);
+      await warmUpCoordinators(bootstrap);
+    } catch (error) {
+      await this.stop();
+      throw new SluiceError(
+        "BROKER_START_FAILED",
+        `Kafka ${this.kafkaVersion} did not become ready on ${bootstrap}: ${(error as Error).message}. ` +
+          `Last log lines:\n${this.logTail()}\nFull logs: ${join(this.runDir, "logs")}`,
+        { cause: error },
+      );
+    }
+    return {
+      running: true,
+      runDir: this.runDir,
+      pid,
+      bootstrap,
+      kafkaVersion: this.kafkaVersion,
+      startedAt: state.startedAt,
+    };
+  }
+
+  /** Stops the recorded broker: SIGTERM, then SIGKILL after `stopTimeoutMs`. Returns the pid it stopped. */
+  async stop(): Promise<{ stopped: boolean; pid?: number; forced?: boolean }> {
+    const state = this.readState();
+    const clear = () => {
+      rmSync(join(this.runDir, STATE_FILE), { force: true });
+      rmSync(join(this.runDir, "kafka.pid"), { force: true });
+    };
+    if (!state || !isOurBroker(state)) {
+      clear();
+      return { stopped: false };
+    }
+    signal(state.pid, "SIGTERM");
+    let forced = false;
+    if (!(await waitForExit(state, this.stopTimeoutMs))) {
+      forced = true;
+      signal(state.pid, "SIGKILL");
+      if (!(await waitForExit(state, 10_000))) {
+        throw new SluiceError("INTERNAL", `Kafka process ${state.pid} survived SIGKILL; check it with ps`);
+      }
+    }
+    clear();
+    return { stopped: true, pid: state.pid, forced };
+  }
+
+  private readState(): BrokerState | undefined {
+    const file = join(this.runDir, STATE_FILE);
+    if (!existsSync(file)) return undefined;
+    try {
+      return JSON.parse(readFileSync(file, "utf8")) as BrokerState;
+    } catch {
+      return undefined;
+    }
+  }
+
+  private async checkJava(): Promise<void> {
+    let output: string;
+    try {
+      output = await run(this.javaCommand, ["-version"], { stderr: true });
+    } catch (error) {
+      throw new SluiceError(
+        "DEPENDENCY_MISSING",
+        `Java is needed to run a local Kafka broker: ${MISSING_TOOLS_HELP}`,
+        {
+          cause: error,
+        },
+      );
+    }
+    const match = /version "(\d+)(?:\.(\d+))?/.exec(output);
+    const major = match ? (match[1] === "1" ? Number(match[2]) : Number(match[1])) : 0;
+    const needed = this.majorVersion >= 4 ? MIN_JAVA_FOR_4 : MIN_JAVA_FOR_3;
+    if (major < needed) {
+      throw new SluiceError(
+        "DEPENDENCY_MISSING",
+        `Kafka ${this.kafkaVersion} needs Java ${needed}+, found ${match ? major : "an unknown version"}: ${MISSING_TOOLS_HELP}`,
+      );
+    }
+  }
+
+  /** Broker classpath from Maven, cached per version and pom content (re-resolved if a jar vanished). */
+  private async classpath(): Promise<string> {
+    const pomHash = createHash("sha256").update(readFileSync(this.pomPath)).digest("hex").slice(0, 8);
+    const cacheFile = join(this.classpathCacheDir, `classpath-${this.kafkaVersion}-${pomHash}.txt`);
+    if (existsSync(cacheFile)) {
+      const cached = readFileSync(cacheFile, "utf8").trim();
+      if (cached !== "" && cached.split(delimiter).every((jar) => existsSync(jar))) return cached;
+    }
+    mkdirSync(this.classpathCacheDir, { recursive: true });
+    this.progress(`resolving Apache Kafka ${this.kafkaVersion} jars with Maven (first run only)`);
+    const args = [
+      "-q",
+      "-B",
+      "-f",
+      this.pomPath,
+      "dependency:build-classpath",
+      `-Dkafka.version=${this.kafkaVersion}`,
+      `-Dmdep.outputFile=${cacheFile}`,
+    ];
+    if (this.majorVersion >= 4) args.push("-Dkafka4");
+    try {
+      await run(this.mvnCommand, args);
+    } catch (error) {
+      const missing = (error as NodeJS.ErrnoException).code === "ENOENT";
+      throw new SluiceError(
+        missing ? "DEPENDENCY_MISSING" : "BROKER_START_FAILED",
+        missing
+          ? `Maven is needed to fetch the Kafka broker jars: ${MISSING_TOOLS_HELP}`
+          : `Maven could not resolve Apache Kafka ${this.kafkaVersion} from ${this.pomPath} (network? version?): ${(error as Error).message}`,
+        { cause: error },
+      );
+    }
+    return readFileSync(cacheFile, "utf8").trim();
+  }
+
+  private serverProperties(port: number, controllerPort: number, dataDir: string): string {
+    return `${[
+      "# Written by `sluice kafka start`; edits are overwritten on the next start.",
+      "process.roles=broker,controller",
+      "node.id=1",
+      `controller.quorum.voters=1@127.0.0.1:${controllerPort}`,
+      `listeners=PLAINTEXT://127.0.0.1:${port},CONTROLLER://127.0.0.1:${controllerPort}`,
+      `advertised.listeners=PLAINTEXT://127.0.0.1:${port}`,
+      "controller.listener.names=CONTROLLER",
+      "inter.broker.listener.name=PLAINTEXT",
+      "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+      `log.dirs=${dataDir}`,
+      "num.partitions=1",
+      "offsets.topic.replication.factor=1",
+      "offsets.topic.num.partitions=3",
+      "transaction.state.log.replication.factor=1",
+      "transaction.state.log.min.isr=1",
+      "transaction.state.log.num.partitions=3",
+      "group.initial.rebalance.delay.ms=0",
+      "auto.create.topics.enable=true",
+      "log.retention.hours=24",
+      "log.segment.bytes=67108864",
+    ].join("\n")}\n`;
+  }
+
+  /** Quiet logging: everything goes to `<runDir>/logs/server.log` (rolled), nothing to the console. */
+  private writeLogConfig(): string[] {
+    const logFile = join(this.runDir, "logs", "server.log");
+    if (this.majorVersion >= 4) {
+      const file = join(this.runDir, "log4j2.properties");
+      writeFileSync(
+        file,
+        [
+          "status = warn",
+          "appender.file.type = RollingFile",
+          "appender.file.name = file",
+          `appender.file.fileName = ${logFile}`,
+          `appender.file.filePattern = ${logFile}.%i`,
+          "appender.file.layout.type = PatternLayout",
+          "appender.file.layout.pattern = [%d] %p %m (%c)%n",
+          "appender.file.policies.type = Policies",
+          "appender.file.policies.size.type = SizeBasedTriggeringPolicy",
+          "appender.file.policies.size.size = 10MB",
+          "appender.file.strategy.type = DefaultRolloverStrategy",
+          "appender.file.strategy.max = 2",
+          "rootLogger.level = info",
+          "rootLogger.appenderRef.file.ref = file",
+          "logger.request.name = kafka.request.logger",
+          "logger.request.level = warn",
+          "logger.state.name = state.change.logger",
+          "logger.state.level = warn",
+          "",
+        ].join("\n"),
+      );
+      return [`-Dlog4j2.configurationFile=${file}`];
+    }
+    const file = join(this.runDir, "log4j.properties");
+    writeFileSync(
+      file,
+      [
+        "log4j.rootLogger=INFO, file",
+        "log4j.appender.file=org.apache.log4j.RollingFileAppender",
+        `log4j.appender.file.File=${logFile}`,
+        "log4j.appender.file.MaxFileSize=10MB",
+        "log4j.appender.file.MaxBackupIndex=2",
+        "log4j.appender.file.layout=org.apache.log4j.PatternLayout",
+        "log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n",
+        "log4j.logger.kafka.request.logger=WARN",
+        "log4j.logger.state.change.logger=WARN",
+        "",
+      ].join("\n"),
+    );
+    return [`-Dlog4j.configuration=file:${file}`];
+  }
+
+  private logTail(lines = 20): string {
+    for (const name of ["server.log", "kafka.out"]) {
+      const file = join(this.runDir, "logs", name);
+      if (!existsSync(file)) continue;
+      const text = readFileSync(file, "utf8").trimEnd();
+      if (text) return text.split("\n").slice(-lines).join("\n");
+    }
+    return "(no log output)";
+  }
+}
+
+function run(command: string, args: string[], opts: { stderr?: boolean } = {}): Promise<string> {
+  return new Promise((resolvePromise, reject) => {
+    execFile(command, args, { maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
+      if (error) {
+        const detail = `${stderr}${stdout}`.trim().split("\n").slice(-15).join("\n");
+        reject(
+          Object.assign(new Error(`${command} ${args.at(-1)} failed: ${detail || error.message}`), {
+            code: (error as NodeJS.ErrnoException).code,
+          }),
+        );
+      } else {
+        resolvePromise(opts.stderr ? `${stderr}${stdout}` : stdout);
+      }
+    });
+  });
+}
+
+/** True when `pid` is alive (not a zombie) and its command line is our broker for this run folder. */
+function isOurBroker(state: BrokerState): boolean {
+  const command = commandLine(state.pid);
+  return command?.includes("kafka.Kafka") === true && command.includes(state.serverProperties);
+}
+
+function commandLine(pid: number): string | undefined {
+  if (!Number.isInteger(pid) || pid <= 0) return undefined;
+  const proc = `/proc/${pid}`;
+  if (existsSync("/proc/self")) {
+    try {
+      // A zombie still answers kill(pid, 0); it is dead for our purposes.
+      const stat = readFileSync(`${proc}/stat`, "utf8");
+      if (/^\d+ \(.*\) Z/.test(stat)) return undefined;
+      return readFileSync(`${proc}/cmdline`, "utf8").split("\0").join(" ");
+    } catch {
+      return undefined;
+    }
+  }
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return undefined;
+  }
+  // No /proc (macOS): ask ps.
+  try {
+    return execFileSync("ps", ["-o", "args=", "-p", String(pid)], { encoding: "utf8" });
+  } catch {
+    return undefined;
+  }
+}
+
+function signal(pid: number, name: NodeJS.Signals): void {
+  try {
+    process.kill(pid, name);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ESRCH") throw error;
+  }
+}
+
+async function waitForExit(state: BrokerState, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (!isOurBroker(state)) return true;
+    await sleep(200);
+  }
+  return !isOurBroker(state);
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+function portFree(port: number): Promise<number | undefined> {
+  return new Promise((resolvePromise) => {
+    const server = createServer();
+    server.once("error", () => resolvePromise(undefined));
+    server.listen({ port, host: "127.0.0.1", exclusive: true }, () => {
+      const address = server.address();
+      const bound = typeof address === "object" && address ? address.port : undefined;
+      server.close(() => resolvePromise(bound));
+    });
+  });
+}
+
+/** `preferred` when free, else any free port (never one in `avoid`). */
+async function choosePort(preferred: number, avoid: number[] = []): Promise<number> {
+  if (preferred !== 0 && !avoid.includes(preferred)) {
+    const free = await portFree(preferred);
+    if (free !== undefined) return free;
+  }
+  for (;;) {
+    const free = await portFree(0);
+    if (free !== undefined && !avoid.includes(free)) return free;
+  }
+}
+
+/**
+ * Polls until a kafkajs admin can describe the cluster (a broker and an elected controller), failing
+ * fast when `exited` reports that the broker process died. Also used for brokers Sluice did not start.
+ */
+export async function waitUntilReady(
+  bootstrap: string,
+  timeoutMs: number,
+  exited: () => string | undefined = () => undefined,
+): Promise<void> {
+  const kafka = new Kafka({
+    clientId: "sluice-local-broker",
+    brokers: [bootstrap],
+    connectionTimeout: 1000,
+    requestTimeout: 5000,
+    retry: { retries: 0 },
+    logLevel: logLevel.NOTHING,
+  });
+  const deadline = Date.now() + timeoutMs;
+  let lastError = "no answer yet";
+  while (Date.now() < deadline) {
+    const died = exited();
+    if (died) throw new Error(`the Kafka process ${died}`);
+    const admin = kafka.admin();
+    try {
+      await admin.connect();
+      const cluster = await admin.describeCluster();
+      if (cluster.brokers.length > 0 && cluster.controller !== null) return;
+      lastError = "cluster has no controller yet";
+    } catch (error) {
+      lastError = (error as Error).message;
+    } finally {
+      await admin.disconnect().catch(() => {});
+    }
+    await sleep(500);
+  }
+  throw new Error(`timed out after ${timeoutMs} ms (last error: ${lastError})`);
+}
+
+/**
+ * Makes a fresh broker behave like a lived-in one: creates `__consumer_offsets` and
+ * `__transaction_state` and waits until their coordinators answer. Without this the first group or
+ * transactional request on a new cluster can fail with NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS
+ * (seen on Kafka 4.1.1), which kafkajs's admin does not always retry.
+ */
+export async function warmUpCoordinators(bootstrap: string, timeoutMs = 30_000): Promise<void> {
+  const kafka = new Kafka({
+    clientId: "sluice-warm-up",
+    brokers: [bootstrap],
+    connectionTimeout: 2000,
+    retry: { retries: 0 },
+    logLevel: logLevel.NOTHING,
+  });
+  const deadline = Date.now() + timeoutMs;
+  const attempt = async (name: string, step: () => Promise<void>): Promise<void> => {
+    let last = "";
+    while (Date.now() < deadline) {
+      try {
+        await step();
+        return;
+      } catch (error) {
+        last = (error as Error).message;
+        await sleep(250);
+      }
+    }
+    throw new Error(`${name} did not become ready within ${timeoutMs} ms (last error: ${last})`);
+  };
+  await attempt("group coordinator", async () => {
+    const admin = kafka.admin();
+    try {
+      await admin.connect();
+      // describeCluster loads broker metadata; without it kafkajs cannot look up a coordinator.
+      await admin.describeCluster();
+      await admin.fetchOffsets({ groupId: "sluice-warm-up" });
+    } finally {
+      await admin.disconnect().catch(() => {});
+    }
+  });
+  await attempt("transaction coordinator", async () => {
+    const producer = kafka.producer({
+      transactionalId: "sluice-warm-up",
+      idempotent: true,
+      maxInFlightRequests: 1,
+      // kafkajs refuses an idempotent producer without retries.
+      retry: { retries: 3, initialRetryTime: 100 },
+    });
+    try {
+      await producer.connect();
+    } finally {
+      await producer.disconnect().catch(() => {});
+    }
+  });
+}
