@@ -15,4 +15,12 @@ export type {
   ModelIdentity,
   ResultStatus,
 } from "./contracts/inference.js";
+export { encodeRequest } from "./contracts/request-codec.js";
+export { decodeResult } from "./contracts/result-codec.js";
+/**
+ * kafkajs 2.2.4 can hand aborted transactional records to read_committed consumers when
+ * transactions abort out of order (which fencing causes). Call this once before consuming Sluice's
+ * results topic with kafkajs. Other Kafka clients (Java, librdkafka/kcat) are not affected.
+ */
+export { fixAbortedTransactionOrder } from "./kafka/aborted-transaction-order.js";
 export { isSluiceError, SluiceError, type SluiceErrorCode } from "./sluice-error.js";

@@ -11,8 +11,8 @@ import { splitRangeSpec } from "../batch/offset-spec.js";
 import { PartFileSink } from "../batch/part-file-sink.js";
 import type { SluiceConfig } from "../config/config-schema.js";
 import { createKafka } from "../kafka/kafka-client.js";
-import { ensureDefaultModel } from "../model/default-model.js";
 import { ModelRunner, type ModelRunnerOptions } from "../model/model-runner.js";
+import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
 import { SluiceError } from "../sluice-error.js";
 import { loadCommandConfig } from "./config-command.js";
 
@@ -197,41 +197,8 @@ async function runBatchCommand(opts: BatchCliOptions, config: SluiceConfig) {
 }
 
 /** Same mapping as `sluice serve` (config `model` section → ModelRunner options). */
-export async function modelOptions(config: SluiceConfig): Promise<ModelRunnerOptions> {
-  const m = config.model;
-  let modelPath = m.path;
-  let tokenizerPath = m.tokenizerPath;
-  if (modelPath === undefined) {
-    const files = await ensureDefaultModel({ log: (line) => process.stderr.write(`model: ${line}\n`) });
-    modelPath = files.modelPath;
-    tokenizerPath ??= files.tokenizerPath;
-  }
-  if (tokenizerPath === undefined) {
-    throw new SluiceError(
-      "CONFIG_INVALID",
-      "model.path is set but model.tokenizerPath is not; point it at the model's tokenizer.json",
-    );
-  }
-  const names = m.inputNames ?? {};
-  const inputNames = {
-    ...(names["input_ids"] ? { inputIds: names["input_ids"] } : {}),
-    ...(names["attention_mask"] ? { attentionMask: names["attention_mask"] } : {}),
-    ...(names["token_type_ids"] ? { tokenTypeIds: names["token_type_ids"] } : {}),
-  };
-  return {
-    modelPath,
-    tokenizerPath,
-    name: m.name,
-    task: m.task,
-    pooling: m.pooling,
-    normalize: m.normalize,
-    maxSequenceTokens: m.maxSequenceTokens,
-    ...(m.labels ? { labels: m.labels } : {}),
-    ...(Object.keys(inputNames).length > 0 ? { inputNames } : {}),
-    workers: m.workers,
-    intraOpThreads: m.intraOpThreads,
-    textPrefix: m.textPrefix,
-  };
+export function modelOptions(config: SluiceConfig): Promise<ModelRunnerOptions> {
+  return modelRunnerOptionsFromConfig(config, (line) => process.stderr.write(`model: ${line}\n`));
 }
 
 function intOption(flag: string, value: string | undefined): number | undefined {

@@ -175,6 +175,12 @@ export const modelSchema = z
       .string()
       .default("")
       .describe("Prepended to every input text (e.g. a retrieval instruction)."),
+    itemIsolation: z
+      .enum(["auto", "always", "never"])
+      .default("auto")
+      .describe(
+        "Run each item in its own ORT call: auto = only for models whose outputs depend on batch neighbours (per-tensor dynamic int8 quantization), so results never depend on batch composition; never = always batch (faster, small numeric drift on such models).",
+      ),
   })
   .describe("The ONNX model and its tokenizer.");
 

@@ -1,5 +1,6 @@
 import { Kafka, type KafkaConfig, type LogEntry, logLevel, type SASLOptions } from "kafkajs";
 import type { SluiceConfig } from "../config/config-schema.js";
+import { fixAbortedTransactionOrder } from "./aborted-transaction-order.js";
 
 /** The subset of a pino logger this module needs, so callers can pass any pino child. */
 export interface KafkaLogSink {
@@ -25,6 +26,8 @@ export function createKafka(
   logger?: KafkaLogSink,
   options: CreateKafkaOptions = {},
 ): Kafka {
+  // Every Sluice client may read transactional topics with read_committed; see that module.
+  fixAbortedTransactionOrder();
   const kafkaConfig: KafkaConfig = {
     clientId: options.clientId ?? config.clientId,
     brokers: config.brokers,

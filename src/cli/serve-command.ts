@@ -1,0 +1,40 @@
+import type { Command } from "commander";
+import { createLogger } from "../observability/logger.js";
+import { startServeRuntime } from "../processor/serve-runtime.js";
+import { loadCommandConfig } from "./config-command.js";
+
+/**
+ * `sluice serve`: run the streaming processor until SIGTERM/SIGINT, then stop fetching, finish and
+ * commit in-flight batches, leave the group and exit 0. A second signal exits at once (status 130).
+ */
+export function register(program: Command): void {
+  program
+    .command("serve")
+    .description("Consume requests, run micro-batched inference, publish results exactly once")
+    .action(async (_opts: unknown, command: Command) => {
+      const config = loadCommandConfig(command);
+      const logger = createLogger({
+        level: config.observability.logLevel,
+        logPayloads: config.observability.logPayloads,
+        redactPaths: config.observability.redactPaths,
+        base: { instanceId: config.observability.instanceId },
+      });
+      const runtime = await startServeRuntime(config, logger);
+      logger.info({ metricsUrl: runtime.metricsUrl }, "sluice serve running; SIGTERM or Ctrl-C to stop");
+      await new Promise<void>((resolve, reject) => {
+        let signalled = false;
+        const onSignal = (signal: NodeJS.Signals) => {
+          if (signalled) process.exit(130);
+          signalled = true;
+          logger.info({ signal }, "stopping: finishing in-flight batches");
+          runtime.close().then(resolve, reject);
+        };
+        process.on("SIGTERM", onSignal);
+        process.on("SIGINT", onSignal);
+        void runtime.fatal.then((error) => {
+          void runtime.close().finally(() => reject(error));
+        });
+      });
+      logger.info({}, "sluice serve stopped");
+    });
+}

@@ -1,0 +1,123 @@
+import type { Logger } from "pino";
+import type { SluiceConfig } from "../config/config-schema.js";
+import { createKafka } from "../kafka/kafka-client.js";
+import { ensureTopics } from "../kafka/topic-admin.js";
+import { ModelRunner } from "../model/model-runner.js";
+import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
+import { FreshnessHeartbeat } from "../observability/freshness-heartbeat.js";
+import { LagMonitor } from "../observability/lag-monitor.js";
+import { SluiceMetrics } from "../observability/metrics.js";
+import { ObservabilityServer } from "../observability/observability-server.js";
+import { SluiceEvents } from "../observability/sluice-events.js";
+import { SluiceError } from "../sluice-error.js";
+import { StreamProcessor } from "./stream-processor.js";
+import { processorOptionsFromConfig } from "./stream-processor-options.js";
+
+export interface ServeRuntime {
+  processor: StreamProcessor;
+  events: SluiceEvents;
+  model: ModelRunner;
+  /** Base URL of the metrics/health server, e.g. `http://127.0.0.1:9464`. */
+  metricsUrl: string;
+  /** Resolves when the runtime stops by itself after a fatal error (with that error). */
+  fatal: Promise<SluiceError>;
+  /** Graceful stop (processor, lag monitor, metrics server, model). Safe to call twice. */
+  close(): Promise<void>;
+}
+
+/**
+ * Everything `sluice serve` (and the in-process `sluice demo`) runs: topics, model, metrics/health
+ * server, lag monitor and the stream processor, wired from one configuration.
+ */
+export async function startServeRuntime(config: SluiceConfig, logger: Logger): Promise<ServeRuntime> {
+  if (!config.delivery.transactions) {
+    throw new SluiceError(
+      "CONFIG_INVALID",
+      "delivery.transactions=false (at-least-once) is not implemented by `sluice serve` yet; set it to true",
+    );
+  }
+  // Results are keyed by request id; the v2 default (Java-compatible murmur2) partitioner is what we want.
+  process.env.KAFKAJS_NO_PARTITIONER_WARNING ??= "1";
+  const events = new SluiceEvents();
+  const metrics = new SluiceMetrics({ defaultLabels: { instance: config.observability.instanceId } });
+  const detachMetrics = metrics.attach(events);
+  const kafka = createKafka(config.kafka, logger.child({ component: "kafkajs" }));
+  await ensureTopics(kafka, {
+    requests: config.topics.requests,
+    results: config.topics.results,
+    deadLetters: config.topics.deadLetters,
+    dedupChangelog: config.topics.dedupChangelog,
+    freshness: config.topics.freshness,
+    partitions: config.topics.partitions,
+    replicationFactor: config.topics.replicationFactor,
+  });
+
+  const model = await ModelRunner.create(
+    await modelRunnerOptionsFromConfig(config, (line) => logger.info({ component: "model-fetch" }, line)),
+  );
+  events.emit("model.loaded", {
+    name: model.identity.name,
+    version: model.identity.version,
+    task: model.task,
+  });
+
+  const processor = new StreamProcessor(
+    processorOptionsFromConfig(config, {
+      kafka,
+      model,
+      events,
+      log: logger.child({ component: "stream-processor" }),
+    }),
+  );
+  const server = new ObservabilityServer({
+    registry: metrics.registry,
+    isReady: () => processor.readiness(),
+  });
+  const bound = await server.start({
+    host: config.observability.metricsHost,
+    port: config.observability.metricsPort,
+  });
+  const lag = new LagMonitor({
+    kafka,
+    groupId: config.consumer.groupId,
+    topics: config.topics.requests,
+    events,
+    intervalMs: config.observability.lagIntervalMs,
+    logger: logger.child({ component: "lag-monitor" }),
+  });
+
+  // Subscribes to partition/transaction/lag events, so it must exist before the processor starts.
+  const heartbeat = new FreshnessHeartbeat({
+    kafka,
+    events,
+    groupId: config.consumer.groupId,
+    instanceId: config.observability.instanceId,
+    topic: config.topics.freshness,
+    intervalMs: config.observability.heartbeatIntervalMs,
+    logger: logger.child({ component: "freshness-heartbeat" }),
+  });
+
+  let stopping: Promise<void> | undefined;
+  const close = (): Promise<void> => {
+    stopping ??= (async () => {
+      await lag.stop().catch(() => undefined);
+      await processor.close();
+      await heartbeat.stop().catch(() => undefined);
+      await server.stop();
+      detachMetrics();
+      await model.close();
+    })();
+    return stopping;
+  };
+  const fatal = new Promise<SluiceError>((resolve) => processor.onFatal(resolve));
+  try {
+    await heartbeat.start();
+    await processor.start();
+    lag.start();
+  } catch (error) {
+    await close().catch(() => undefined);
+    throw error;
+  }
+  const host = bound.host === "0.0.0.0" || bound.host === "::" ? "127.0.0.1" : bound.host;
+  return { processor, events, model, metricsUrl: `http://${host}:${bound.port}`, fatal, close };
+}

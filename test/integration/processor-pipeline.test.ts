@@ -1,0 +1,377 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { encodeRequest } from "../../src/contracts/request-codec.js";
+import { decodeResult } from "../../src/contracts/result-codec.js";
+import { PartitionCommitter } from "../../src/kafka/partition-committer.js";
+import { changelogTopicFor, ensureTopics } from "../../src/kafka/topic-admin.js";
+import { ModelRunner } from "../../src/model/model-runner.js";
+import { SluiceEvents } from "../../src/observability/sluice-events.js";
+import { StreamProcessor } from "../../src/processor/stream-processor.js";
+import { testKafka, uniqueName } from "../support/kafka-harness.js";
+import { readCommitted } from "../support/serve-process.js";
+import { createTinyModel, TINY_POISON_WORD } from "../support/tiny-onnx.js";
+
+// In-process pipeline against the real broker with the tiny generated ONNX model (the real model is
+// exercised by the e2e crash test); the mechanics under test are Kafka ones.
+describe("StreamProcessor (real Kafka, tiny model)", () => {
+  let dir: string;
+  let model: ModelRunner;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "sluice-proc-"));
+    const tiny = await createTinyModel(dir, { task: "embedding" });
+    model = await ModelRunner.create({
+      modelPath: tiny.modelPath,
+      tokenizerPath: tiny.tokenizerPath,
+      name: "tiny",
+    });
+  });
+
+  afterAll(async () => {
+    await model?.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("turns every record into exactly one result, dead letter or counted duplicate", async () => {
+    const kafka = testKafka();
+    const base = uniqueName("pipe");
+    const topics = {
+      requests: [`${base}.requests`],
+      results: `${base}.results`,
+      deadLetters: `${base}.dlq`,
+      dedupChangelog: `${base}.dedup`,
+      partitions: 3,
+      replicationFactor: 1,
+    };
+    await ensureTopics(kafka, topics);
+    const requestTopic = topics.requests[0] as string;
+
+    const producer = kafka.producer();
+    await producer.connect();
+    const words = ["the cat sat on the mat", "a good movie", "the dog is very bad", "great", "awful movie"];
+    const messages: {
+      key: string | null;
+      value: Buffer;
+      headers?: Record<string, string>;
+      timestamp?: string;
+    }[] = [];
+    const unique = 240;
+    for (let i = 0; i < unique; i++) {
+      const enc = encodeRequest(
+        { id: `r-${i}`, text: words[i % words.length] as string },
+        i % 2 ? "avro" : "json",
+      );
+      messages.push({ key: `r-${i}`, ...enc });
+    }
+    for (let i = 0; i < 30; i++) {
+      const enc = encodeRequest({ id: `r-${i * 7}`, text: "the cat" }, "json");
+      messages.push({ key: `r-${i * 7}`, ...enc }); // duplicates (same key → same partition)
+    }
+    messages.push({ key: "bad-1", value: Buffer.from("{not json") });
+    messages.push({ key: "bad-2", value: Buffer.from(JSON.stringify({ text: "no id" })) });
+    messages.push({ key: "bad-3", value: Buffer.from(JSON.stringify({ id: 5, text: "x" })) });
+    messages.push({
+      key: "late",
+      ...encodeRequest({ id: "late", text: "the cat", deadlineMs: Date.now() - 1000 }, "json"),
+    });
+    messages.push({ key: "empty", ...encodeRequest({ id: "empty", text: "" }, "json") });
+    // Bigger than maxMessageBytes below → PAYLOAD_TOO_LARGE dead letter.
+    messages.push({ key: "huge", ...encodeRequest({ id: "huge", text: "the cat ".repeat(600) }, "json") });
+    // A token the tiny model cannot embed (ORT Gather fails) → per-item INFERENCE_FAILED dead letter.
+    messages.push({
+      key: "poison",
+      ...encodeRequest({ id: "poison", text: `the ${TINY_POISON_WORD} cat` }, "json"),
+    });
+    await producer.send({ topic: requestTopic, messages });
+    await producer.disconnect();
+
+    const events = new SluiceEvents();
+    const outcomes = { result: 0, dead_letter: 0, duplicate: 0 };
+    events.on("record.outcome", (e) => {
+      outcomes[e.outcome]++;
+    });
+    const flushReasons = new Set<string>();
+    events.on("batch.flushed", (e) => flushReasons.add(e.reason));
+    const processor = new StreamProcessor({
+      kafka,
+      model,
+      events,
+      groupId: `${base}-group`,
+      requestTopics: topics.requests,
+      resultsTopic: topics.results,
+      deadLetterTopic: topics.deadLetters,
+      dedupChangelogBase: topics.dedupChangelog,
+      maxBatchSize: 16,
+      maxQueuedRecords: 64,
+      maxMessageBytes: 2048,
+      commitIntervalMs: 50,
+      sessionTimeoutMs: 10_000,
+      heartbeatIntervalMs: 1000,
+    });
+    await processor.start();
+    const results = await readCommitted(topics.results, {
+      expected: unique + 2,
+      settleMs: 1000,
+      timeoutMs: 60_000,
+    });
+    const deadLetters = await readCommitted(topics.deadLetters, { expected: 5, settleMs: 200 });
+    expect(processor.readiness()).toEqual({ ready: true });
+    await processor.close();
+    await processor.close(); // idempotent
+
+    const decoded = results.map((r) => decodeResult(r.value as Buffer, r.headers as Record<string, string>));
+    const ids = decoded.map((r) => r.id);
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(ids.length).toBe(unique + 2);
+    for (let i = 0; i < unique; i++) expect(ids).toContain(`r-${i}`);
+    const byId = new Map(decoded.map((r) => [r.id, r]));
+    expect(byId.get("late")?.status).toBe("expired");
+    expect(byId.get("late")?.error?.code).toBe("DEADLINE_EXCEEDED");
+    expect(byId.get("empty")?.status).toBe("rejected");
+    const ok = byId.get("r-1");
+    expect(ok?.status).toBe("ok");
+    expect(ok?.output?.embedding?.length).toBe(4);
+    expect(
+      results.every((r) => r.key === decodeResult(r.value as Buffer, r.headers as Record<string, string>).id),
+    ).toBe(true);
+
+    expect(deadLetters).toHaveLength(5);
+    const codes = deadLetters.map((d) => String(d.headers["sluice.error.code"])).sort();
+    expect(codes).toEqual([
+      "DECODE_FAILED",
+      "INFERENCE_FAILED",
+      "MISSING_ID",
+      "PAYLOAD_TOO_LARGE",
+      "SCHEMA_VIOLATION",
+    ]);
+    const poison = deadLetters.find((d) => d.key === "poison");
+    expect(String(poison?.headers["sluice.error.stage"])).toBe("model");
+    expect(String(poison?.headers["sluice.error.offset"])).toMatch(/^\d+$/);
+    expect(deadLetters.find((d) => d.key === "bad-1")?.value?.toString()).toBe("{not json");
+
+    expect(outcomes).toEqual({ result: unique + 2, dead_letter: 5, duplicate: 30 });
+    expect(flushReasons.size).toBeGreaterThan(0);
+
+    // The changelog holds one committed entry per unique id (read_committed).
+    const changelog = await readCommitted(changelogTopicFor(topics.dedupChangelog, requestTopic), {
+      expected: unique + 4,
+      settleMs: 200,
+    });
+    const idKeys = changelog.filter((c) => !c.key?.startsWith("\uFFFD")).map((c) => c.key);
+    // Every accepted id is remembered, including "poison" whose outcome was a dead letter.
+    expect(new Set(idKeys).size).toBe(unique + 3);
+    // …plus the offset checkpoint record that every transaction writes.
+    expect(changelog.some((c) => c.key === "\uFFFDsluice.next-offset")).toBe(true);
+  }, 90_000);
+
+  async function setup(prefix: string, partitions = 2) {
+    const kafka = testKafka();
+    const base = uniqueName(prefix);
+    const layout = {
+      requests: [`${base}.requests`],
+      results: `${base}.results`,
+      deadLetters: `${base}.dlq`,
+      dedupChangelog: `${base}.dedup`,
+      partitions,
+      replicationFactor: 1,
+    };
+    await ensureTopics(kafka, layout);
+    return { kafka, base, layout, requestTopic: `${base}.requests` };
+  }
+
+  async function produce(kafka: ReturnType<typeof testKafka>, topic: string, ids: string[]): Promise<void> {
+    const producer = kafka.producer();
+    await producer.connect();
+    await producer.send({
+      topic,
+      messages: ids.map((id) => ({
+        key: id,
+        ...encodeRequest({ id, text: "the cat sat on the mat" }, "json"),
+      })),
+    });
+    await producer.disconnect();
+  }
+
+  function resultIds(records: { value: Buffer | null; headers: unknown }[]): string[] {
+    return records.map((r) => decodeResult(r.value as Buffer, r.headers as Record<string, string>).id);
+  }
+
+  it("pauses the consumer at maxQueuedRecords and resumes when drained", async () => {
+    const { kafka, base, layout, requestTopic } = await setup("bp");
+    const ids = Array.from({ length: 400 }, (_, i) => `bp-${i}`);
+    await produce(kafka, requestTopic, ids);
+    const events = new SluiceEvents();
+    let paused = 0;
+    let resumed = 0;
+    let formedNotInferred = 0;
+    let maxOverlap = 0;
+    events.on("batch.flushed", () => {
+      formedNotInferred++;
+      maxOverlap = Math.max(maxOverlap, formedNotInferred);
+    });
+    events.on("batch.inferred", () => formedNotInferred--);
+    events.on("consumer.paused", () => paused++);
+    events.on("consumer.resumed", () => resumed++);
+    const processor = new StreamProcessor({
+      kafka,
+      model,
+      events,
+      groupId: `${base}-group`,
+      requestTopics: layout.requests,
+      resultsTopic: layout.results,
+      deadLetterTopic: layout.deadLetters,
+      dedupChangelogBase: layout.dedupChangelog,
+      maxBatchSize: 8,
+      maxQueuedRecords: 8,
+      maxInFlightBatches: 2,
+      maxBytesPerPartition: 2048, // small fetches so the bound is hit many times
+      commitIntervalMs: 20,
+    });
+    await processor.start();
+    const results = await readCommitted(layout.results, { expected: ids.length, settleMs: 500 });
+    await processor.close();
+    expect(resultIds(results).sort()).toEqual([...ids].sort());
+    expect(paused).toBeGreaterThan(0);
+    expect(resumed).toBeGreaterThan(0);
+    // Pipelining: a batch was formed while an earlier one was still inferring.
+    expect(maxOverlap).toBeGreaterThan(1);
+  }, 60_000);
+
+  it("recovers from being fenced: drops in-flight work, reclaims from the committed offset, no duplicates", async () => {
+    const { kafka, base, layout, requestTopic } = await setup("fence", 1);
+    const group = `${base}-group`;
+    const events = new SluiceEvents();
+    const txOutcomes: string[] = [];
+    events.on("transaction.finished", (e) => txOutcomes.push(e.outcome));
+    const processor = new StreamProcessor({
+      kafka,
+      model,
+      events,
+      groupId: group,
+      requestTopics: layout.requests,
+      resultsTopic: layout.results,
+      deadLetterTopic: layout.deadLetters,
+      dedupChangelogBase: layout.dedupChangelog,
+      commitIntervalMs: 200,
+      sessionTimeoutMs: 6000,
+      heartbeatIntervalMs: 1000,
+    });
+    await processor.start();
+    const first = Array.from({ length: 50 }, (_, i) => `f-${i}`);
+    await produce(kafka, requestTopic, first);
+    await readCommitted(layout.results, { expected: first.length, settleMs: 300 });
+    // Another producer takes the partition's transactional id, as a new owner would.
+    const usurper = kafka.producer({
+      transactionalId: PartitionCommitter.transactionalId(group, requestTopic, 0),
+      idempotent: true,
+      maxInFlightRequests: 1,
+    });
+    await usurper.connect();
+    const txn = await usurper.transaction();
+    await txn.abort();
+    await usurper.disconnect();
+    // Includes repeats of already-answered ids: they must stay duplicates after the reclaim.
+    const second = [...Array.from({ length: 50 }, (_, i) => `g-${i}`), "f-1", "f-2"];
+    await produce(kafka, requestTopic, second);
+    const results = await readCommitted(layout.results, { expected: 100, settleMs: 1500, timeoutMs: 45_000 });
+    await processor.close();
+    expect(txOutcomes).toContain("fenced");
+    const ids = resultIds(results);
+    expect(ids.length).toBe(100);
+    expect(new Set(ids).size).toBe(100);
+  }, 60_000);
+
+  it("reads transactional input (markers, aborted records) and resumes at a marker after restart", async () => {
+    const { kafka, base, layout, requestTopic } = await setup("txin", 1);
+    const txProducer = kafka.producer({
+      transactionalId: `${base}-src`,
+      idempotent: true,
+      maxInFlightRequests: 1,
+    });
+    await txProducer.connect();
+    const sendTxn = async (ids: string[], commit: boolean) => {
+      const txn = await txProducer.transaction();
+      await txn.send({
+        topic: requestTopic,
+        messages: ids.map((id) => ({ key: id, ...encodeRequest({ id, text: "the cat" }, "json") })),
+      });
+      if (commit) await txn.commit();
+      else await txn.abort();
+    };
+    const options = {
+      kafka,
+      model,
+      groupId: `${base}-group`,
+      requestTopics: layout.requests,
+      resultsTopic: layout.results,
+      deadLetterTopic: layout.deadLetters,
+      dedupChangelogBase: layout.dedupChangelog,
+      commitIntervalMs: 50,
+    };
+    await sendTxn(["x-1", "x-2", "x-3"], true);
+    await sendTxn(["aborted-1", "aborted-2"], false);
+    await sendTxn(["x-4", "x-5"], true);
+    const first = new StreamProcessor({ ...options, events: new SluiceEvents() });
+    await first.start();
+    await readCommitted(layout.results, { expected: 5, settleMs: 300 });
+    await first.close(); // committed offset now points at the last commit marker
+    const second = new StreamProcessor({ ...options, events: new SluiceEvents() });
+    await second.start();
+    // Produce only once the restored partition sits at the marker, so kafkajs steps over it alone.
+    while (!second.readiness().ready) await new Promise((r) => setTimeout(r, 50));
+    await new Promise((r) => setTimeout(r, 500));
+    await sendTxn(["x-6", "x-7"], true);
+    const results = await readCommitted(layout.results, { expected: 7, settleMs: 800, timeoutMs: 30_000 });
+    await second.close();
+    await txProducer.disconnect();
+    expect(resultIds(results).sort()).toEqual(["x-1", "x-2", "x-3", "x-4", "x-5", "x-6", "x-7"]);
+  }, 60_000);
+
+  it("serves several request topics, each with its own changelog topic", async () => {
+    const kafka = testKafka();
+    const base = uniqueName("multi");
+    const layout = {
+      requests: [`${base}.a`, `${base}.b`],
+      results: `${base}.results`,
+      deadLetters: `${base}.dlq`,
+      dedupChangelog: `${base}.dedup`,
+      partitions: 2,
+      replicationFactor: 1,
+    };
+    const partitions = await ensureTopics(kafka, layout);
+    expect([...partitions.values()]).toEqual([2, 2]);
+    await produce(kafka, `${base}.a`, ["a-1", "a-2", "same"]);
+    await produce(kafka, `${base}.b`, ["b-1", "same"]); // dedup is per topic-partition
+    const processor = new StreamProcessor({
+      kafka,
+      model,
+      events: new SluiceEvents(),
+      groupId: `${base}-group`,
+      requestTopics: layout.requests,
+      resultsTopic: layout.results,
+      deadLetterTopic: layout.deadLetters,
+      dedupChangelogBase: layout.dedupChangelog,
+      commitIntervalMs: 50,
+    });
+    await processor.start();
+    const results = await readCommitted(layout.results, { expected: 5, settleMs: 500 });
+    await processor.close();
+    expect(resultIds(results).sort()).toEqual(["a-1", "a-2", "b-1", "same", "same"]);
+    const sources = results.map(
+      (r) => decodeResult(r.value as Buffer, r.headers as Record<string, string>).source.topic,
+    );
+    expect(new Set(sources)).toEqual(new Set(layout.requests));
+    const changelogA = await readCommitted(changelogTopicFor(layout.dedupChangelog, `${base}.a`), {
+      expected: 3,
+      settleMs: 200,
+    });
+    expect(
+      changelogA
+        .map((c) => c.key)
+        .filter((k) => !k?.startsWith("\uFFFD"))
+        .sort(),
+    ).toEqual(["a-1", "a-2", "same"]);
+  }, 60_000);
+});

@@ -1,0 +1,237 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { resolve } from "node:path";
+import type { IHeaders, KafkaMessage } from "kafkajs";
+import { fixAbortedTransactionOrder } from "../../src/kafka/aborted-transaction-order.js";
+import { testKafka, uniqueName } from "./kafka-harness.js";
+
+/**
+ * Test helpers for the streaming processor: start `sluice serve` as a child process (TS source via
+ * tsx, no build), and read a topic the way a downstream `read_committed` consumer would.
+ */
+export interface ServeProcess {
+  child: ChildProcess;
+  /** Everything the process wrote to stdout+stderr so far (for failure messages). */
+  output(): string;
+  /** Resolves when a log line matching `pattern` appears. */
+  waitFor(pattern: RegExp, timeoutMs?: number): Promise<void>;
+  /** Resolves with the exit code (or signal) once the process ended. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+const repoRoot = resolve(import.meta.dirname, "../..");
+
+export function startServe(args: string[], env: Record<string, string> = {}): ServeProcess {
+  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "serve", ...args], {
+    cwd: repoRoot,
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  const listeners: (() => void)[] = [];
+  const onData = (d: Buffer) => {
+    out += d.toString("utf8");
+    for (const l of [...listeners]) l();
+  };
+  child.stdout?.on("data", onData);
+  child.stderr?.on("data", onData);
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) =>
+    child.on("exit", (code, signal) => res({ code, signal })),
+  );
+  return {
+    child,
+    output: () => out,
+    exited,
+    waitFor(pattern, timeoutMs = 60_000) {
+      return new Promise<void>((res, rej) => {
+        const check = () => {
+          if (pattern.test(out)) {
+            clearTimeout(timer);
+            listeners.splice(listeners.indexOf(check), 1);
+            res();
+          }
+        };
+        const timer = setTimeout(() => {
+          listeners.splice(listeners.indexOf(check), 1);
+          rej(new Error(`timed out waiting for ${pattern} in serve output:\n${out.slice(-4000)}`));
+        }, timeoutMs);
+        listeners.push(check);
+        void exited.then(() => {
+          if (!pattern.test(out)) {
+            clearTimeout(timer);
+            rej(new Error(`serve exited before ${pattern}:\n${out.slice(-4000)}`));
+          }
+        });
+        check();
+      });
+    },
+  };
+}
+
+export interface ReadRecord {
+  partition: number;
+  offset: string;
+  key: string | null;
+  value: Buffer | null;
+  headers: IHeaders;
+}
+
+/**
+ * Reads `topic` from the beginning with read_committed isolation until `expected` records arrived
+ * and no more came for `settleMs` (so extra duplicates would be seen), or `timeoutMs` passed.
+ */
+export async function readCommitted(
+  topic: string,
+  opts: { expected: number; settleMs?: number; timeoutMs?: number },
+): Promise<ReadRecord[]> {
+  fixAbortedTransactionOrder(); // kafkajs would otherwise hand us aborted records (see that module)
+  const settleMs = opts.settleMs ?? 1500;
+  const timeoutMs = opts.timeoutMs ?? 60_000;
+  const consumer = testKafka().consumer({
+    groupId: uniqueName("reader"),
+    readUncommitted: false,
+    maxWaitTimeInMs: 200,
+  });
+  const records: ReadRecord[] = [];
+  let lastArrival = Date.now();
+  await consumer.connect();
+  try {
+    await consumer.subscribe({ topic, fromBeginning: true });
+    await consumer.run({
+      autoCommit: false,
+      eachMessage: async ({ partition, message }: { partition: number; message: KafkaMessage }) => {
+        records.push({
+          partition,
+          offset: message.offset,
+          key: message.key?.toString("utf8") ?? null,
+          value: message.value,
+          headers: message.headers ?? {},
+        });
+        lastArrival = Date.now();
+      },
+    });
+    const started = Date.now();
+    for (;;) {
+      await new Promise((r) => setTimeout(r, 100));
+      const now = Date.now();
+      if (records.length >= opts.expected && now - lastArrival >= settleMs) break;
+      if (now - started > timeoutMs) break;
+    }
+  } finally {
+    await consumer.disconnect();
+  }
+  return records;
+}
+
+/** Environment that points `sluice serve` at a private set of topics and group. */
+export function serveEnv(base: string, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    KAFKA_BROKERS: process.env.KAFKA_BROKERS ?? "",
+    SLUICE_TOPICS__REQUESTS: `${base}.requests`,
+    SLUICE_TOPICS__RESULTS: `${base}.results`,
+    SLUICE_TOPICS__DEAD_LETTERS: `${base}.dlq`,
+    SLUICE_TOPICS__DEDUP_CHANGELOG: `${base}.dedup`,
+    SLUICE_TOPICS__FRESHNESS: `${base}.freshness`,
+    SLUICE_CONSUMER__GROUP_ID: `${base}-group`,
+    SLUICE_CONSUMER__SESSION_TIMEOUT_MS: "6000",
+    SLUICE_CONSUMER__HEARTBEAT_INTERVAL_MS: "1000",
+    SLUICE_OBSERVABILITY__METRICS_PORT: "0",
+    SLUICE_OBSERVABILITY__LOG_LEVEL: "info",
+    KAFKAJS_NO_PARTITIONER_WARNING: "1",
+    ...extra,
+  };
+}
+
+/** Records the group has committed on `topic` (sum over partitions) and the topic's total end offset. */
+export async function groupProgress(
+  groupId: string,
+  topic: string,
+): Promise<{ committed: number; end: number }> {
+  const admin = testKafka().admin();
+  await admin.connect();
+  try {
+    const [committed] = await admin.fetchOffsets({ groupId, topics: [topic] });
+    const ends = await admin.fetchTopicOffsets(topic);
+    let c = 0;
+    for (const p of committed?.partitions ?? []) if (Number(p.offset) > 0) c += Number(p.offset);
+    const e = ends.reduce((n, p) => n + Number(p.high), 0);
+    return { committed: c, end: e };
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+/** Polls `groupProgress` until `predicate` holds; returns the last progress. */
+export async function waitForProgress(
+  groupId: string,
+  topic: string,
+  predicate: (p: { committed: number; end: number }) => boolean,
+  timeoutMs = 90_000,
+): Promise<{ committed: number; end: number }> {
+  const started = Date.now();
+  for (;;) {
+    const p = await groupProgress(groupId, topic);
+    if (predicate(p)) return p;
+    if (Date.now() - started > timeoutMs) {
+      throw new Error(
+        `group ${groupId} progress ${p.committed}/${p.end} did not reach the target in ${timeoutMs} ms`,
+      );
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/** What a traffic generator sent, by kind. */
+export interface SentTraffic {
+  validIds: Set<string>;
+  duplicates: number;
+  malformedKeys: string[];
+}
+
+/**
+ * Produces requests at a steady pace until `stop()`: mostly unique ids, every 10th a repeat of an
+ * earlier id (same key, so same partition), every 25th malformed JSON.
+ */
+export function startTraffic(topic: string, opts: { perTick?: number; tickMs?: number } = {}) {
+  const perTick = opts.perTick ?? 20;
+  const tickMs = opts.tickMs ?? 100;
+  const sent: SentTraffic = { validIds: new Set(), duplicates: 0, malformedKeys: [] };
+  const producer = testKafka().producer();
+  let running = true;
+  let n = 0;
+  const done = (async () => {
+    await producer.connect();
+    while (running) {
+      const messages: { key: string; value: Buffer; headers?: Record<string, string> }[] = [];
+      for (let i = 0; i < perTick; i++, n++) {
+        if (n % 25 === 24) {
+          const key = `bad-${n}`;
+          sent.malformedKeys.push(key);
+          messages.push({ key, value: Buffer.from("{broken") });
+        } else if (n % 10 === 9 && n > 20) {
+          const id = `t-${n - 15}`;
+          if (sent.validIds.has(id)) sent.duplicates++;
+          else sent.validIds.add(id); // its first occurrence (n − 15 was not a unique slot)
+          messages.push({ key: id, value: Buffer.from(JSON.stringify({ id, text: "the cat again" })) });
+        } else {
+          const id = `t-${n}`;
+          sent.validIds.add(id);
+          messages.push({
+            key: id,
+            value: Buffer.from(JSON.stringify({ id, text: `the dog sat on a mat ${n}` })),
+          });
+        }
+      }
+      await producer.send({ topic, messages });
+      await new Promise((r) => setTimeout(r, tickMs));
+    }
+    await producer.disconnect();
+  })();
+  return {
+    sent,
+    async stop(): Promise<SentTraffic> {
+      running = false;
+      await done;
+      return sent;
+    },
+  };
+}

@@ -1,0 +1,49 @@
+import { describe, expect, it } from "vitest";
+import { OffsetTracker } from "../../../src/delivery/offset-tracker.js";
+
+describe("OffsetTracker", () => {
+  it("hands out only the contiguous completed prefix", () => {
+    const t = new OffsetTracker<string>();
+    for (const o of ["5", "6", "7"]) t.track(o);
+    expect(t.complete("6", "b")).toBe(true);
+    expect(t.takeCommittable()).toBeUndefined();
+    t.complete("5", "a");
+    expect(t.takeCommittable()).toEqual({ nextOffset: "7", completions: ["a", "b"] });
+    expect(t.size).toBe(1);
+    t.complete("7", "c");
+    expect(t.takeCommittable()).toEqual({ nextOffset: "8", completions: ["c"] });
+    expect(t.takeCommittable()).toBeUndefined();
+  });
+
+  it("skips offset gaps left by transaction markers", () => {
+    const t = new OffsetTracker<number>();
+    t.track("10");
+    t.track("12");
+    t.complete("12", 12);
+    t.complete("10", 10);
+    expect(t.takeCommittable()).toEqual({ nextOffset: "13", completions: [10, 12] });
+  });
+
+  it("rejects non-increasing offsets and unknown or repeated completions", () => {
+    const t = new OffsetTracker<number>();
+    t.track("3");
+    expect(() => t.track("3")).toThrow(/not above/);
+    expect(t.complete("4", 1)).toBe(false);
+    expect(t.complete("3", 1)).toBe(true);
+    expect(t.complete("3", 2)).toBe(false);
+    t.reset();
+    t.track("1");
+    expect(t.size).toBe(1);
+  });
+
+  it("handles offsets beyond 2^53 and many records", () => {
+    const t = new OffsetTracker<number>();
+    const base = 2n ** 60n;
+    for (let i = 0n; i < 5000n; i++) t.track((base + i).toString());
+    for (let i = 4999n; i >= 0n; i--) t.complete((base + i).toString(), Number(i));
+    const r = t.takeCommittable();
+    expect(r?.nextOffset).toBe((base + 5000n).toString());
+    expect(r?.completions).toHaveLength(5000);
+    expect(t.size).toBe(0);
+  });
+});

@@ -1,0 +1,58 @@
+import type { Kafka } from "kafkajs";
+import { describe, expect, it } from "vitest";
+import { classify } from "../../../src/kafka/partition-committer.js";
+import type { ModelPort } from "../../../src/model/model-port.js";
+import { SluiceEvents } from "../../../src/observability/sluice-events.js";
+import { resolveProcessorOptions } from "../../../src/processor/stream-processor-options.js";
+
+const base = {
+  kafka: {} as Kafka,
+  model: {} as ModelPort,
+  events: new SluiceEvents(),
+  groupId: "g",
+  requestTopics: ["req"],
+  resultsTopic: "res",
+  deadLetterTopic: "dlq",
+  dedupChangelogBase: "dedup",
+};
+
+describe("resolveProcessorOptions", () => {
+  it("fills documented defaults", () => {
+    const o = resolveProcessorOptions(base);
+    expect(o.maxInFlightBatches).toBe(2);
+    expect(o.commitIntervalMs).toBe(100);
+    expect(o.maxQueuedRecords).toBe(2000);
+    expect(o.defaultTimeoutMs).toBe(30_000);
+  });
+
+  it("rejects bad values with CONFIG_INVALID and a hint", () => {
+    expect(() => resolveProcessorOptions({ ...base, maxInFlightBatches: 0 })).toThrow(
+      /maxInFlightBatches must be a positive/,
+    );
+    expect(() => resolveProcessorOptions({ ...base, commitIntervalMs: 60_000 })).toThrow(
+      /below transactionTimeoutMs/,
+    );
+    expect(() => resolveProcessorOptions({ ...base, maxQueuedRecords: 4, maxBatchSize: 8 })).toThrow(
+      /at least maxBatchSize/,
+    );
+    expect(() => resolveProcessorOptions({ ...base, resultsTopic: "req" })).toThrow(/also an output topic/);
+    expect(() => resolveProcessorOptions({ ...base, requestTopics: [] })).toThrow(/no request topics/);
+  });
+});
+
+describe("classify (transaction errors)", () => {
+  it("recognises fencing through kafkajs retry wrappers", () => {
+    const inner = Object.assign(new Error("Producer attempted an operation with an old epoch"), {
+      type: "INVALID_PRODUCER_EPOCH",
+    });
+    const wrapped = Object.assign(new Error("retries exhausted"), { originalError: inner });
+    expect(classify(wrapped, "t", 3, "committing").code).toBe("PRODUCER_FENCED");
+    expect(classify(wrapped, "t", 3, "committing").context).toEqual({ topic: "t", partition: 3 });
+  });
+
+  it("treats other failures as retriable TRANSACTION_FAILED", () => {
+    const e = classify(new Error("Request timed out"), "t", 0, "committing");
+    expect(e.code).toBe("TRANSACTION_FAILED");
+    expect(e.retriable).toBe(true);
+  });
+});
