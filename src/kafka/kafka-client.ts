@@ -6,7 +6,17 @@ import { fixAbortedTransactionOrder } from "./aborted-transaction-order.js";
 export interface KafkaLogSink {
   warn(obj: object, msg: string): void;
   error(obj: object, msg: string): void;
+  debug?(obj: object, msg: string): void;
 }
+
+/**
+ * kafkajs logs every error *response* at ERROR in its Connection namespace, then retries it. Those
+ * that are transient by the protocol (coordinator moving or loading, leader election) are expected
+ * around broker start and rebalances; a real failure still surfaces as an error thrown to our code.
+ * They go to debug so an on-call engineer's error stream holds only what needs a human.
+ */
+const TRANSIENT_RESPONSE_ERROR =
+  /coordinator is not available|not the correct coordinator|coordinator is loading|no leader for this topic-partition|leader is not available|rebalance in progress/i;
 
 export interface CreateKafkaOptions {
   /** Overrides `config.clientId` (e.g. to tell processes apart). */
@@ -60,6 +70,10 @@ function forward(logger: KafkaLogSink | undefined, entry: LogEntry): void {
   // counts); keep those, drop its own timestamp/logger name (pino adds its own).
   const { message, timestamp: _timestamp, logger: _logger, ...fields } = entry.log;
   const context = { component: "kafkajs", namespace: entry.namespace, ...fields };
+  if (entry.namespace === "Connection" && TRANSIENT_RESPONSE_ERROR.test(String(fields["error"] ?? ""))) {
+    logger.debug?.(context, message);
+    return;
+  }
   if (entry.level === logLevel.ERROR) logger.error(context, message);
   else if (entry.level === logLevel.WARN) logger.warn(context, message);
 }

@@ -26,6 +26,26 @@ describe("createKafka", () => {
     expect(sink.lines[1]!.obj).toMatchObject({ component: "kafkajs", broker: "b:2", retryCount: 3 });
   });
 
+  it("sends transient coordinator/leader response errors to debug, keeps other response errors", () => {
+    const sink = recordingSink();
+    const debug: string[] = [];
+    const kafka = createKafka(loadConfig({ env: {} }).kafka, {
+      ...sink,
+      debug: (_obj, msg) => debug.push(msg),
+    });
+    const connection = kafka.logger().namespace("Connection");
+    connection.error("Response GroupCoordinator(key: 10, version: 2)", {
+      error: "The group coordinator is not available",
+    });
+    connection.error("Response Produce(key: 0, version: 7)", {
+      error: "The request included a message larger than the max message size the server will accept",
+    });
+    expect(debug).toEqual(["Response GroupCoordinator(key: 10, version: 2)"]);
+    expect(sink.lines.map((l) => [l.level, l.msg])).toEqual([
+      ["error", "Response Produce(key: 0, version: 7)"],
+    ]);
+  });
+
   it("is silent without a logger and accepts SASL settings", () => {
     const config = loadConfig({
       env: {
