@@ -75,7 +75,8 @@ export class LagMonitor {
   private sampling: Promise<LagSample | undefined> | undefined;
   private last: LagSample | undefined;
   private readonly cache = new Map<string, CachedProbe>();
-  private prevCommitted: { atMs: number; byTopic: Map<string, bigint> } | undefined;
+  /** Group position per partition at the previous sample (throughput = its advance). */
+  private prevCommitted: { atMs: number; byPartition: Map<string, bigint> } | undefined;
   private readonly throughput = new Map<string, number>();
 
   constructor(opts: LagMonitorOptions) {
@@ -337,19 +338,31 @@ export class LagMonitor {
   }
 
   private topicLags(partitions: PartitionLag[], now: number): TopicLag[] {
-    const byTopic = new Map<string, { lag: number; committed: bigint }>();
+    // Throughput from per-partition progress, counting only partitions present in both samples: with
+    // ownedPartitionsOnly a partition joins or leaves the sample on every rebalance, and summing
+    // committed offsets per topic would turn its whole offset into a one-sample throughput spike.
+    const prev = this.prevCommitted;
+    const byTopic = new Map<string, { lag: number; progressed: bigint; measured: boolean }>();
+    const positions = new Map<string, bigint>();
     for (const p of partitions) {
-      const t = byTopic.get(p.topic) ?? { lag: 0, committed: 0n };
+      const t = byTopic.get(p.topic) ?? { lag: 0, progressed: 0n, measured: false };
       t.lag += p.lagRecords;
-      t.committed += p.committedOffset === null ? 0n : BigInt(p.committedOffset);
+      // With no commit the group's position is the log start, i.e. end − lag.
+      const position =
+        p.committedOffset === null ? BigInt(p.endOffset) - BigInt(p.lagRecords) : BigInt(p.committedOffset);
+      const k = probeKey(p.topic, p.partition);
+      positions.set(k, position);
+      const before = prev?.byPartition.get(k);
+      if (before !== undefined) {
+        t.measured = true;
+        if (position > before) t.progressed += position - before;
+      }
       byTopic.set(p.topic, t);
     }
-    const prev = this.prevCommitted;
     const out: TopicLag[] = [];
     for (const [topic, t] of byTopic) {
-      const before = prev?.byTopic.get(topic);
-      if (prev && before !== undefined && now > prev.atMs) {
-        const rate = Math.max(0, Number(t.committed - before)) / ((now - prev.atMs) / 1000);
+      if (prev && t.measured && now > prev.atMs) {
+        const rate = Number(t.progressed) / ((now - prev.atMs) / 1000);
         const old = this.throughput.get(topic);
         const a = this.opts.throughputSmoothing;
         this.throughput.set(topic, old === undefined ? rate : a * rate + (1 - a) * old);
@@ -363,7 +376,7 @@ export class LagMonitor {
             : Number.POSITIVE_INFINITY;
       out.push({ topic, lagRecords: t.lag, throughputRecordsPerSecond, timeToDrainSeconds });
     }
-    this.prevCommitted = { atMs: now, byTopic: new Map([...byTopic].map(([k, v]) => [k, v.committed])) };
+    this.prevCommitted = { atMs: now, byPartition: positions };
     return out;
   }
 }

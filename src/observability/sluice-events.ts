@@ -62,7 +62,7 @@ export interface SluiceEventMap {
 export interface BatchReport {
   reason: "size" | "tokens" | "wait" | "deadline" | "shutdown";
   size: number;
-  /** Real tokens in the batch (before padding). */
+  /** Real tokens the model ran (before padding; items that expired before inference excluded). */
   tokens: number;
   /** Tokens the model actually ran, padding included (0 when nothing ran). */
   paddedTokens: number;

@@ -235,3 +235,43 @@ export function startTraffic(topic: string, opts: { perTick?: number; tickMs?: n
     },
   };
 }
+
+/** The metrics/health base URL a running `sluice serve` logged in its "sluice serve running" line. */
+export function metricsUrlOf(proc: ServeProcess): string {
+  const m = /"metricsUrl":"(http:\/\/[^"]+)"/.exec(proc.output());
+  if (!m?.[1]) throw new Error(`no metricsUrl in serve output yet:\n${proc.output().slice(-2000)}`);
+  return m[1];
+}
+
+/** One series of a Prometheus text exposition. */
+export interface MetricSample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+}
+
+/** Parses Prometheus text exposition format (the subset prom-client writes). */
+export function parsePrometheusText(text: string): MetricSample[] {
+  const out: MetricSample[] = [];
+  for (const line of text.split("\n")) {
+    if (line === "" || line.startsWith("#")) continue;
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)/.exec(line);
+    if (!m) throw new Error(`unparseable metrics line: ${line}`);
+    const labels: Record<string, string> = {};
+    for (const l of (m[2] ?? "").matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) {
+      labels[l[1] as string] = (l[2] as string).replace(/\\(.)/g, (_, c: string) => (c === "n" ? "\n" : c));
+    }
+    const raw = m[3] as string;
+    const value =
+      raw === "+Inf" ? Number.POSITIVE_INFINITY : raw === "-Inf" ? Number.NEGATIVE_INFINITY : Number(raw);
+    out.push({ name: m[1] as string, labels, value });
+  }
+  return out;
+}
+
+/** GETs `<metricsUrl>/metrics` and parses it. */
+export async function scrapeMetrics(metricsUrl: string): Promise<MetricSample[]> {
+  const res = await fetch(`${metricsUrl}/metrics`);
+  if (res.status !== 200) throw new Error(`GET ${metricsUrl}/metrics answered ${res.status}`);
+  return parsePrometheusText(await res.text());
+}
