@@ -132,8 +132,10 @@ export class ChangelogRestorer {
               continue;
             }
             const key = m.key.toString("utf8");
-            if (m.value === null) store.delete(key);
-            else store.set(key, { key, value: m.value, timestampMs: Number(m.timestamp) });
+            // Delete first so a re-remembered id moves to the end: the restored order is then
+            // last-remembered order, which the Deduplicator's size bound evicts from the front.
+            store.delete(key);
+            if (m.value !== null) store.set(key, { key, value: m.value, timestampMs: Number(m.timestamp) });
           }
         },
       });
