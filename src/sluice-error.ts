@@ -25,6 +25,7 @@ export type SluiceErrorCode =
   // delivery
   | "PRODUCER_FENCED"
   | "TRANSACTION_FAILED"
+  | "PUBLISH_FAILED"
   // batch mode
   | "MANIFEST_MISMATCH"
   | "INPUT_INVALID"

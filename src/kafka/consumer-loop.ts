@@ -150,6 +150,15 @@ export class ConsumerLoop {
     this.consumer.seek({ topic: tp.topic, partition: tp.partition, offset });
   }
 
+  /**
+   * Commits `offset` (the next offset to read) for the partition as this group member (at-least-once
+   * mode; the transactional mode commits offsets inside its transactions instead). The broker rejects
+   * it if our group generation is stale.
+   */
+  async commitOffset(tp: TopicPartition, offset: string): Promise<void> {
+    await this.consumer.commitOffsets([{ topic: tp.topic, partition: tp.partition, offset }]);
+  }
+
   /** Leaves the group and disconnects. Safe to call twice (shares the in-flight promise). */
   close(): Promise<void> {
     this.stopping ??= this.consumer.disconnect().catch(() => undefined);

@@ -1,20 +1,17 @@
-import type { IHeaders, Kafka, Producer } from "kafkajs";
+import type { Kafka } from "kafkajs";
 import { OFFSET_CHECKPOINT_KEY } from "../delivery/changelog-restorer.js";
 import { OffsetTracker } from "../delivery/offset-tracker.js";
+import {
+  AtLeastOncePublisher,
+  type OutboundMessage,
+  type ResultPublisher,
+  TransactionalPublisher,
+} from "../delivery/result-publisher.js";
 import type { SluiceEventMap, SluiceEventName, SluiceEvents } from "../observability/sluice-events.js";
 import { SluiceError } from "../sluice-error.js";
 
-/** One record to publish inside a partition's transaction. */
-export interface OutboundMessage {
-  topic: string;
-  key: Buffer | string | null;
-  value: Buffer | string | null;
-  headers?: IHeaders;
-  /** Target partition; omitted = the default partitioner (by key). */
-  partition?: number;
-  /** Epoch ms as a string (kafkajs convention); omitted = producer time. */
-  timestamp?: string;
-}
+export type { OutboundMessage } from "../delivery/result-publisher.js";
+export { classify } from "../delivery/result-publisher.js";
 
 /** What finishing one input record produced; published when its transaction commits. */
 export interface RecordCompletion {
@@ -39,14 +36,26 @@ export interface PartitionCommitterOptions {
   /**
    * Changelog partition that receives the offset checkpoint record (OFFSET_CHECKPOINT_KEY) in every
    * transaction; see changelog-restorer.ts for why. Omit to rely on the group's committed offset only.
+   * Completion messages to this topic (dedup changelog entries) are bookkeeping, published after the
+   * outputs in at-least-once mode.
    */
   offsetCheckpoint?: { topic: string; partition: number };
-  /** Called once when a transaction fails; the committer is dead afterwards (sticky error). */
+  /**
+   * true (default): every commit is one Kafka transaction with the consumer offset (exactly-once
+   * style, docs/exactly-once.md). false: at-least-once, a plain idempotent producer followed by
+   * `commitOffset` (required then).
+   */
+  transactions?: boolean;
+  /** At-least-once only: commits the group offset (next offset to read) through the consumer. */
+  commitOffset?: (nextOffset: string) => Promise<void>;
+  /** Called once when a commit fails; the committer is dead afterwards (sticky error). */
   onFailure: (error: SluiceError) => void;
 }
 
 /**
- * Publishes the outputs of one input partition with its consumer offset in Kafka transactions.
+ * Publishes the outputs of one input partition with its consumer offset: in Kafka transactions
+ * (default) or, with `transactions: false`, at least once (see result-publisher.ts). This class owns
+ * what both modes share: the contiguous completed prefix, the commit cadence, sticky errors, events.
  *
  * kafkajs 2.2.4 has no KIP-447, so fencing works per input partition: the transactional id is
  * derived from group, topic and partition, and whoever initialises it last owns the partition; an
@@ -60,7 +69,7 @@ export interface PartitionCommitterOptions {
 export class PartitionCommitter {
   readonly topic: string;
   readonly partition: number;
-  private readonly producer: Producer;
+  private readonly publisher: ResultPublisher;
   private readonly opts: PartitionCommitterOptions;
   private readonly commitIntervalMs: number;
   private readonly tracker = new OffsetTracker<RecordCompletion>();
@@ -69,19 +78,22 @@ export class PartitionCommitter {
   private failure: SluiceError | undefined;
   private closed: Promise<void> | undefined;
 
-  private constructor(opts: PartitionCommitterOptions, producer: Producer) {
+  private constructor(opts: PartitionCommitterOptions, publisher: ResultPublisher) {
     this.opts = opts;
     this.topic = opts.topic;
     this.partition = opts.partition;
-    this.producer = producer;
+    this.publisher = publisher;
     this.commitIntervalMs = opts.commitIntervalMs ?? 100;
   }
 
   static transactionalId(groupId: string, topic: string, partition: number): string {
-    return `sluice-${groupId}-${topic}-${partition}`;
+    return TransactionalPublisher.transactionalId(groupId, topic, partition);
   }
 
-  /** Connects and initialises the transactional producer, fencing any previous owner. */
+  /**
+   * Connects the producer. In transactions mode it also initialises the transactional id, fencing
+   * any previous owner (do this before reading the committed offset).
+   */
   static async create(opts: PartitionCommitterOptions): Promise<PartitionCommitter> {
     const commitIntervalMs = opts.commitIntervalMs ?? 100;
     const transactionTimeoutMs = opts.transactionTimeoutMs ?? 60_000;
@@ -97,24 +109,21 @@ export class PartitionCommitter {
         `commitIntervalMs (${commitIntervalMs}) must be below transactionTimeoutMs (${transactionTimeoutMs})`,
       );
     }
-    const producer = opts.kafka.producer({
-      transactionalId: PartitionCommitter.transactionalId(opts.groupId, opts.topic, opts.partition),
-      idempotent: true,
-      maxInFlightRequests: 1,
-      transactionTimeout: transactionTimeoutMs,
-      allowAutoTopicCreation: false,
-    });
-    try {
-      await producer.connect();
-      // kafkajs initialises the transactional id lazily on the first transaction(); do it now so
-      // the previous owner is fenced (and its open transaction aborted) before we read offsets.
-      const txn = await producer.transaction();
-      await txn.abort(); // nothing was added: local state change only, no EndTxn request
-    } catch (error) {
-      await producer.disconnect().catch(() => undefined);
-      throw classify(error, opts.topic, opts.partition, "initialising the transactional producer");
+    const transactions = opts.transactions ?? true;
+    if (!transactions && !opts.commitOffset) {
+      throw new SluiceError(
+        "CONFIG_INVALID",
+        "PartitionCommitter: transactions=false (at-least-once) needs commitOffset to commit the consumer offset",
+      );
     }
-    const committer = new PartitionCommitter({ ...opts, commitIntervalMs, transactionTimeoutMs }, producer);
+    const target = { kafka: opts.kafka, groupId: opts.groupId, topic: opts.topic, partition: opts.partition };
+    const publisher: ResultPublisher = transactions
+      ? await TransactionalPublisher.create(target, { transactionTimeoutMs })
+      : await AtLeastOncePublisher.create(target, opts.commitOffset as (nextOffset: string) => Promise<void>);
+    const committer = new PartitionCommitter(
+      { ...opts, commitIntervalMs, transactionTimeoutMs, transactions },
+      publisher,
+    );
     committer.schedule();
     return committer;
   }
@@ -148,7 +157,7 @@ export class PartitionCommitter {
       this.timer = undefined;
       if (options.commit && !this.failure) await this.commitNow().catch(() => undefined);
       else if (this.committing) await this.committing.catch(() => undefined);
-      await this.producer.disconnect().catch(() => undefined);
+      await this.publisher.close();
     })();
     return this.closed;
   }
@@ -177,51 +186,37 @@ export class PartitionCommitter {
 
   private async runTransaction(nextOffset: string, completions: RecordCompletion[]): Promise<void> {
     const started = Date.now();
-    const byTopic = new Map<string, OutboundMessage[]>();
-    for (const c of completions) {
-      for (const m of c.messages) {
-        const list = byTopic.get(m.topic) ?? [];
-        if (list.length === 0) byTopic.set(m.topic, list);
-        list.push(m);
-      }
-    }
-    const records = completions.length;
+    // Changelog entries and the checkpoint are bookkeeping: at-least-once publishes them only after
+    // the outputs are durable (a changelog entry must never stand for an unpublished result).
     const checkpoint = this.opts.offsetCheckpoint;
+    const outputs: OutboundMessage[] = [];
+    const bookkeeping: OutboundMessage[] = [];
+    for (const c of completions) {
+      for (const m of c.messages)
+        (checkpoint && m.topic === checkpoint.topic ? bookkeeping : outputs).push(m);
+    }
     if (checkpoint) {
-      const list = byTopic.get(checkpoint.topic) ?? [];
-      if (list.length === 0) byTopic.set(checkpoint.topic, list);
-      list.push({
+      bookkeeping.push({
         topic: checkpoint.topic,
         partition: checkpoint.partition,
         key: OFFSET_CHECKPOINT_KEY,
         value: nextOffset,
       });
     }
-    let txn: Awaited<ReturnType<Producer["transaction"]>> | undefined;
+    const records = completions.length;
     try {
-      txn = await this.producer.transaction();
-      if (byTopic.size > 0) {
-        await txn.sendBatch({
-          topicMessages: [...byTopic].map(([topic, messages]) => ({
-            topic,
-            messages: messages.map(({ key, value, headers, timestamp, partition }) => ({
-              key,
-              value,
-              headers,
-              timestamp,
-              partition,
-            })),
-          })),
-        });
-      }
-      await txn.sendOffsets({
-        consumerGroupId: this.opts.groupId,
-        topics: [{ topic: this.topic, partitions: [{ partition: this.partition, offset: nextOffset }] }],
-      });
-      await txn.commit();
+      await this.publisher.publish({ outputs, bookkeeping, nextOffset });
     } catch (error) {
-      const failure = classify(error, this.topic, this.partition, "committing a transaction");
-      if (txn && failure.code !== "PRODUCER_FENCED") await txn.abort().catch(() => undefined);
+      const failure =
+        error instanceof SluiceError
+          ? error
+          : new SluiceError(
+              "INTERNAL",
+              `publishing ${this.topic}[${this.partition}] failed: ${String(error)}`,
+              {
+                cause: error,
+              },
+            );
       this.fail(failure, records, Date.now() - started);
       return;
     }
@@ -275,40 +270,4 @@ export class PartitionCommitter {
   private throwIfFailed(): void {
     if (this.failure) throw this.failure;
   }
-}
-
-/** Maps a kafkajs error (possibly wrapped in retry errors) to PRODUCER_FENCED or TRANSACTION_FAILED. */
-export function classify(error: unknown, topic: string, partition: number, doing: string): SluiceError {
-  const fenced = errorChain(error).some((e) => {
-    const type = (e as { type?: unknown }).type;
-    return (
-      type === "INVALID_PRODUCER_EPOCH" ||
-      type === "PRODUCER_FENCED" ||
-      type === "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" ||
-      (e instanceof Error && /fenced|producer epoch/i.test(e.message))
-    );
-  });
-  const message = error instanceof Error ? error.message : String(error);
-  return fenced
-    ? new SluiceError(
-        "PRODUCER_FENCED",
-        `partition ${topic}[${partition}] is owned by another instance now (fenced while ${doing}); its in-flight work is dropped and the partition is reclaimed from its committed offset if still assigned`,
-        { cause: error, context: { topic, partition } },
-      )
-    : new SluiceError("TRANSACTION_FAILED", `${doing} for ${topic}[${partition}] failed: ${message}`, {
-        retriable: true,
-        cause: error,
-        context: { topic, partition },
-      });
-}
-
-function errorChain(error: unknown): unknown[] {
-  const out: unknown[] = [];
-  let current: unknown = error;
-  for (let depth = 0; current && depth < 8; depth++) {
-    out.push(current);
-    const c = current as { originalError?: unknown; cause?: unknown };
-    current = c.originalError ?? c.cause;
-  }
-  return out;
 }

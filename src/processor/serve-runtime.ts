@@ -4,12 +4,14 @@ import { createKafka } from "../kafka/kafka-client.js";
 import { ensureTopics } from "../kafka/topic-admin.js";
 import { ModelRunner } from "../model/model-runner.js";
 import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
+import { BatchLog } from "../observability/batch-log.js";
 import { FreshnessHeartbeat } from "../observability/freshness-heartbeat.js";
+import { InFlightRecords } from "../observability/in-flight-records.js";
 import { LagMonitor } from "../observability/lag-monitor.js";
 import { SluiceMetrics } from "../observability/metrics.js";
 import { ObservabilityServer } from "../observability/observability-server.js";
 import { SluiceEvents } from "../observability/sluice-events.js";
-import { SluiceError } from "../sluice-error.js";
+import type { SluiceError } from "../sluice-error.js";
 import { StreamProcessor } from "./stream-processor.js";
 import { processorOptionsFromConfig } from "./stream-processor-options.js";
 
@@ -30,17 +32,17 @@ export interface ServeRuntime {
  * server, lag monitor and the stream processor, wired from one configuration.
  */
 export async function startServeRuntime(config: SluiceConfig, logger: Logger): Promise<ServeRuntime> {
-  if (!config.delivery.transactions) {
-    throw new SluiceError(
-      "CONFIG_INVALID",
-      "delivery.transactions=false (at-least-once) is not implemented by `sluice serve` yet; set it to true",
-    );
-  }
   // Results are keyed by request id; the v2 default (Java-compatible murmur2) partitioner is what we want.
   process.env.KAFKAJS_NO_PARTITIONER_WARNING ??= "1";
   const events = new SluiceEvents();
-  const metrics = new SluiceMetrics({ defaultLabels: { instance: config.observability.instanceId } });
+  // `instance_id`, not `instance`: Prometheus sets `instance` to the scrape target and would rename ours
+  // to `exported_instance`.
+  const metrics = new SluiceMetrics({ defaultLabels: { instance_id: config.observability.instanceId } });
   const detachMetrics = metrics.attach(events);
+  // One request-log line per micro-batch (counts, timings, hashed ids); skipped above level info.
+  const detachBatchLog = new BatchLog({ logger: logger.child({ component: "batch-log" }) }).attach(events);
+  // Subscribes to partition/record/transaction events, so it must exist before the processor starts.
+  const inFlight = new InFlightRecords(events);
   const kafka = createKafka(config.kafka, logger.child({ component: "kafkajs" }));
   await ensureTopics(kafka, {
     requests: config.topics.requests,
@@ -82,6 +84,10 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
     groupId: config.consumer.groupId,
     topics: config.topics.requests,
     events,
+    // Lag seconds of owned partitions from the records this instance holds, no broker read; and only
+    // owned partitions, so a sample never joins a throwaway group (the owners report the others).
+    inFlight,
+    ownedPartitionsOnly: true,
     intervalMs: config.observability.lagIntervalMs,
     logger: logger.child({ component: "lag-monitor" }),
   });
@@ -105,6 +111,8 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
       await heartbeat.stop().catch(() => undefined);
       await server.stop();
       detachMetrics();
+      detachBatchLog();
+      inFlight.detach();
       await model.close();
     })();
     return stopping;

@@ -46,6 +46,13 @@ export interface StreamProcessorOptions {
   maxInFlightBatches?: number;
   /** Records taken from Kafka and not yet finished before the consumer pauses. Default 2000. */
   maxQueuedRecords?: number;
+  /**
+   * true (default): results, dead letters, changelog and the input offset commit together in one
+   * Kafka transaction per input partition (exactly-once-style, docs/exactly-once.md). false:
+   * at-least-once: an idempotent producer sends them, then the consumer commits the offset; a crash
+   * between the two republishes (docs/exactly-once.md, "At-least-once mode").
+   */
+  transactions?: boolean;
   /** Transaction cadence per input partition, ms (0 = commit as soon as something completes). Default 100. */
   commitIntervalMs?: number;
   /** Default 60000 ms. */
@@ -79,6 +86,7 @@ export function resolveProcessorOptions(o: StreamProcessorOptions): ResolvedProc
     maxWaitMs: 10,
     maxInFlightBatches: 2,
     maxQueuedRecords: 2000,
+    transactions: true,
     commitIntervalMs: 100,
     transactionTimeoutMs: 60_000,
     sessionTimeoutMs: 30_000,
@@ -124,6 +132,12 @@ export function resolveProcessorOptions(o: StreamProcessorOptions): ResolvedProc
       `StreamProcessor: commitIntervalMs must be >= 0 and below transactionTimeoutMs (${r.transactionTimeoutMs}), got ${r.commitIntervalMs}`,
     );
   }
+  if (typeof r.transactions !== "boolean") {
+    throw new SluiceError(
+      "CONFIG_INVALID",
+      `StreamProcessor: transactions must be true or false, got ${String(r.transactions)}`,
+    );
+  }
   if (r.maxQueuedRecords < r.maxBatchSize) {
     throw new SluiceError(
       "CONFIG_INVALID",
@@ -164,6 +178,7 @@ export function processorOptionsFromConfig(
     maxWaitMs: config.batching.maxWaitMs,
     maxInFlightBatches: config.batching.maxInFlightBatches,
     maxQueuedRecords: config.batching.maxQueuedRecords,
+    transactions: config.delivery.transactions,
     commitIntervalMs: config.delivery.commitIntervalMs,
     transactionTimeoutMs: config.delivery.transactionTimeoutMs,
     sessionTimeoutMs: config.consumer.sessionTimeoutMs,

@@ -146,7 +146,12 @@ export class StreamProcessor {
     await this.admin.connect();
     await this.loop.start();
     this.o.log.info(
-      { groupId: this.o.groupId, topics: this.o.requestTopics, model: this.o.model.identity },
+      {
+        groupId: this.o.groupId,
+        topics: this.o.requestTopics,
+        model: this.o.model.identity,
+        delivery: this.o.transactions ? "transactions" : "at-least-once",
+      },
       "stream processor started",
     );
   }
@@ -323,6 +328,9 @@ export class StreamProcessor {
             events: this.o.events,
             commitIntervalMs: this.o.commitIntervalMs,
             transactionTimeoutMs: this.o.transactionTimeoutMs,
+            transactions: this.o.transactions,
+            // At-least-once: the offset is committed by our group member after the outputs are acked.
+            commitOffset: (nextOffset) => this.loop.commitOffset(s.tp, nextOffset),
             offsetCheckpoint: { topic: s.changelogTopic, partition: s.tp.partition },
             // Only the partition's current committer may reset it; a late failure of a replaced one is moot.
             onFailure: (error) => {
@@ -579,9 +587,9 @@ export class StreamProcessor {
       }
     }
     let failed = 0;
+    let stats = { inferenceMs: 0, realTokens: 0, paddedTokens: 0 };
     if (toRun.length > 0) {
       let outcomes: ItemOutcome[];
-      let stats = { inferenceMs: 0, realTokens: 0, paddedTokens: 0 };
       try {
         const run = await this.o.model.run(toRun.map((i) => i.request.text));
         outcomes = run.outcomes;
@@ -628,6 +636,20 @@ export class StreamProcessor {
         failed: 0,
       });
     }
+    // The request log's line (BatchLog); ids are hashed there, text never goes on the bus.
+    this.emit("batch.completed", {
+      reason: batch.reason,
+      size: items.length,
+      tokens: stats.realTokens,
+      paddedTokens: stats.paddedTokens,
+      queueWaitMs: items.map((i) => batch.formedAtMs - i.enqueuedAtMs),
+      inferenceMs: stats.inferenceMs,
+      ok: toRun.length - failed,
+      expired,
+      failed,
+      requestIds: items.map((i) => i.request.id),
+      sources: items.map((i) => ({ topic: i.source.topic, partition: i.source.partition })),
+    });
   }
 
   private finishItem(

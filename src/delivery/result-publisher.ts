@@ -1,0 +1,269 @@
+import type { IHeaders, Kafka, Producer } from "kafkajs";
+import { SluiceError } from "../sluice-error.js";
+
+/** One record to publish for an input partition. */
+export interface OutboundMessage {
+  topic: string;
+  key: Buffer | string | null;
+  value: Buffer | string | null;
+  headers?: IHeaders;
+  /** Target partition; omitted = the default partitioner (by key). */
+  partition?: number;
+  /** Epoch ms as a string (kafkajs convention); omitted = producer time. */
+  timestamp?: string;
+}
+
+/**
+ * What one commit of an input partition publishes: the outputs (results, dead letters), the
+ * bookkeeping (dedup changelog entries and the offset checkpoint) and the consumer offset
+ * (`nextOffset` = last covered offset + 1).
+ */
+export interface PublishUnit {
+  outputs: OutboundMessage[];
+  bookkeeping: OutboundMessage[];
+  nextOffset: string;
+}
+
+/**
+ * How a `PartitionCommitter` makes a unit visible. Implementations throw a classified `SluiceError`
+ * (PRODUCER_FENCED, TRANSACTION_FAILED or PUBLISH_FAILED) and are not used again after a throw.
+ */
+export interface ResultPublisher {
+  readonly mode: "transactions" | "at-least-once";
+  publish(unit: PublishUnit): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface PublisherTarget {
+  kafka: Kafka;
+  groupId: string;
+  /** Input topic-partition whose outputs and offset are published. */
+  topic: string;
+  partition: number;
+}
+
+/**
+ * Exactly-once-style: one Kafka transaction per unit holding outputs, bookkeeping and the consumer
+ * offset (`sendOffsets`). The transactional id is derived from group, topic and partition (kafkajs
+ * 2.2.4 has no KIP-447, see docs/exactly-once.md); `create()` initialises it, which fences any
+ * previous owner and aborts the transaction it left open.
+ */
+export class TransactionalPublisher implements ResultPublisher {
+  readonly mode = "transactions" as const;
+
+  private constructor(
+    private readonly target: PublisherTarget,
+    private readonly producer: Producer,
+  ) {}
+
+  static transactionalId(groupId: string, topic: string, partition: number): string {
+    return `sluice-${groupId}-${topic}-${partition}`;
+  }
+
+  static async create(
+    target: PublisherTarget,
+    options: { transactionTimeoutMs: number },
+  ): Promise<TransactionalPublisher> {
+    const producer = target.kafka.producer({
+      transactionalId: TransactionalPublisher.transactionalId(target.groupId, target.topic, target.partition),
+      idempotent: true,
+      maxInFlightRequests: 1,
+      transactionTimeout: options.transactionTimeoutMs,
+      allowAutoTopicCreation: false,
+    });
+    try {
+      await producer.connect();
+      // kafkajs initialises the transactional id lazily on the first transaction(); do it now so
+      // the previous owner is fenced (and its open transaction aborted) before we read offsets.
+      const txn = await producer.transaction();
+      await txn.abort(); // nothing was added: local state change only, no EndTxn request
+    } catch (error) {
+      await producer.disconnect().catch(() => undefined);
+      throw classify(error, target.topic, target.partition, "initialising the transactional producer");
+    }
+    return new TransactionalPublisher(target, producer);
+  }
+
+  async publish(unit: PublishUnit): Promise<void> {
+    const messages = [...unit.outputs, ...unit.bookkeeping];
+    let txn: Awaited<ReturnType<Producer["transaction"]>> | undefined;
+    try {
+      txn = await this.producer.transaction();
+      for (const topicMessages of chunked(messages)) await txn.sendBatch({ topicMessages });
+      await txn.sendOffsets({
+        consumerGroupId: this.target.groupId,
+        topics: [
+          {
+            topic: this.target.topic,
+            partitions: [{ partition: this.target.partition, offset: unit.nextOffset }],
+          },
+        ],
+      });
+      await txn.commit();
+    } catch (error) {
+      const failure = classify(error, this.target.topic, this.target.partition, "committing a transaction");
+      if (txn && failure.code !== "PRODUCER_FENCED") await txn.abort().catch(() => undefined);
+      throw failure;
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.producer.disconnect().catch(() => undefined);
+  }
+}
+
+/**
+ * At-least-once (`delivery.transactions=false`): a plain idempotent producer. Per unit: send the
+ * outputs and wait for their acks, then the bookkeeping, then commit the consumer offset through the
+ * group member (`commitOffsets`). The order makes every visible changelog entry or checkpoint imply
+ * that its outputs are durable, so restoring dedup from the changelog never hides an unpublished
+ * result. A crash between the sends and the offset commit republishes the uncommitted records
+ * (duplicates, unless the changelog entry landed and dedup catches them). No fencing: a zombie can
+ * publish until its group membership expires.
+ */
+export class AtLeastOncePublisher implements ResultPublisher {
+  readonly mode = "at-least-once" as const;
+
+  private constructor(
+    private readonly target: PublisherTarget,
+    private readonly producer: Producer,
+    private readonly commitOffset: (nextOffset: string) => Promise<void>,
+  ) {}
+
+  static async create(
+    target: PublisherTarget,
+    commitOffset: (nextOffset: string) => Promise<void>,
+  ): Promise<AtLeastOncePublisher> {
+    // Idempotent: retries inside one producer session never duplicate or reorder a partition's records.
+    const producer = target.kafka.producer({
+      idempotent: true,
+      maxInFlightRequests: 1,
+      allowAutoTopicCreation: false,
+    });
+    try {
+      await producer.connect();
+    } catch (error) {
+      await producer.disconnect().catch(() => undefined);
+      throw publishFailed(error, target, "connecting the producer");
+    }
+    return new AtLeastOncePublisher(target, producer, commitOffset);
+  }
+
+  async publish(unit: PublishUnit): Promise<void> {
+    try {
+      for (const topicMessages of chunked(unit.outputs)) await this.producer.sendBatch({ topicMessages });
+      for (const topicMessages of chunked(unit.bookkeeping)) await this.producer.sendBatch({ topicMessages });
+    } catch (error) {
+      throw publishFailed(error, this.target, "publishing results");
+    }
+    try {
+      await this.commitOffset(unit.nextOffset);
+    } catch (error) {
+      throw publishFailed(error, this.target, `committing offset ${unit.nextOffset}`);
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.producer.disconnect().catch(() => undefined);
+  }
+}
+
+/**
+ * Bytes per `sendBatch` call. kafkajs puts all messages of one partition in a call into a single record
+ * batch and does not split it, and the broker rejects a batch above `message.max.bytes` (default
+ * 1 MiB) with MESSAGE_TOO_LARGE. A fast model fills one commit interval with thousands of results, so
+ * without chunking the transaction fails, the partition is reset, redone and fails again.
+ */
+const MAX_SEND_BYTES = 512 * 1024;
+
+type TopicMessages = { topic: string; messages: Omit<OutboundMessage, "topic">[] }[];
+
+/** Splits messages (order kept) into sendBatch payloads of at most `maxBytes` (estimated) each. */
+export function chunked(messages: OutboundMessage[], maxBytes = MAX_SEND_BYTES): TopicMessages[] {
+  const out: TopicMessages[] = [];
+  let current: OutboundMessage[] = [];
+  let bytes = 0;
+  for (const m of messages) {
+    const size = estimateBytes(m);
+    if (current.length > 0 && bytes + size > maxBytes) {
+      out.push(byTopic(current));
+      current = [];
+      bytes = 0;
+    }
+    current.push(m);
+    bytes += size;
+  }
+  if (current.length > 0) out.push(byTopic(current));
+  return out;
+}
+
+function estimateBytes(m: OutboundMessage): number {
+  let n = 64 + byteLength(m.key) + byteLength(m.value); // per-record overhead (varints, attributes) is small
+  for (const [k, v] of Object.entries(m.headers ?? {})) {
+    n += Buffer.byteLength(k) + (Array.isArray(v) ? v.reduce((s, x) => s + byteLength(x), 0) : byteLength(v));
+  }
+  return n;
+}
+
+function byteLength(v: Buffer | string | null | undefined): number {
+  if (v === null || v === undefined) return 0;
+  return typeof v === "string" ? Buffer.byteLength(v) : v.length;
+}
+
+function byTopic(messages: OutboundMessage[]): TopicMessages {
+  const grouped = new Map<string, Omit<OutboundMessage, "topic">[]>();
+  for (const { topic, key, value, headers, timestamp, partition } of messages) {
+    let list = grouped.get(topic);
+    if (!list) {
+      list = [];
+      grouped.set(topic, list);
+    }
+    list.push({ key, value, headers, timestamp, partition });
+  }
+  return [...grouped].map(([topic, list]) => ({ topic, messages: list }));
+}
+
+function publishFailed(error: unknown, target: PublisherTarget, doing: string): SluiceError {
+  const message = error instanceof Error ? error.message : String(error);
+  return new SluiceError(
+    "PUBLISH_FAILED",
+    `${doing} for ${target.topic}[${target.partition}] failed (at-least-once; the partition is reprocessed from its committed offset, so some results may be published twice): ${message}`,
+    { retriable: true, cause: error, context: { topic: target.topic, partition: target.partition } },
+  );
+}
+
+/** Maps a kafkajs error (possibly wrapped in retry errors) to PRODUCER_FENCED or TRANSACTION_FAILED. */
+export function classify(error: unknown, topic: string, partition: number, doing: string): SluiceError {
+  const fenced = errorChain(error).some((e) => {
+    const type = (e as { type?: unknown }).type;
+    return (
+      type === "INVALID_PRODUCER_EPOCH" ||
+      type === "PRODUCER_FENCED" ||
+      type === "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" ||
+      (e instanceof Error && /fenced|producer epoch/i.test(e.message))
+    );
+  });
+  const message = error instanceof Error ? error.message : String(error);
+  return fenced
+    ? new SluiceError(
+        "PRODUCER_FENCED",
+        `partition ${topic}[${partition}] is owned by another instance now (fenced while ${doing}); its in-flight work is dropped and the partition is reclaimed from its committed offset if still assigned`,
+        { cause: error, context: { topic, partition } },
+      )
+    : new SluiceError("TRANSACTION_FAILED", `${doing} for ${topic}[${partition}] failed: ${message}`, {
+        retriable: true,
+        cause: error,
+        context: { topic, partition },
+      });
+}
+
+function errorChain(error: unknown): unknown[] {
+  const out: unknown[] = [];
+  let current: unknown = error;
+  for (let depth = 0; current && depth < 8; depth++) {
+    out.push(current);
+    const c = current as { originalError?: unknown; cause?: unknown };
+    current = c.originalError ?? c.cause;
+  }
+  return out;
+}

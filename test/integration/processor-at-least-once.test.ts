@@ -1,0 +1,231 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Kafka } from "kafkajs";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { encodeRequest } from "../../src/contracts/request-codec.js";
+import { decodeResult } from "../../src/contracts/result-codec.js";
+import { PartitionCommitter } from "../../src/kafka/partition-committer.js";
+import { ensureTopics } from "../../src/kafka/topic-admin.js";
+import { ModelRunner } from "../../src/model/model-runner.js";
+import { SluiceEvents } from "../../src/observability/sluice-events.js";
+import { StreamProcessor } from "../../src/processor/stream-processor.js";
+import type { StreamProcessorOptions } from "../../src/processor/stream-processor-options.js";
+import { createTopics, testKafka, uniqueName } from "../support/kafka-harness.js";
+import {
+  readCommitted,
+  type ServeProcess,
+  serveEnv,
+  startServe,
+  waitForProgress,
+} from "../support/serve-process.js";
+import { createTinyModel } from "../support/tiny-onnx.js";
+
+// delivery.transactions=false: idempotent producer, then consumer.commitOffsets. Real broker, tiny model.
+describe("StreamProcessor at-least-once mode (real Kafka, tiny model)", () => {
+  let dir: string;
+  let model: ModelRunner;
+  let modelEnv: Record<string, string>;
+  const procs: ServeProcess[] = [];
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "sluice-alo-"));
+    const tiny = await createTinyModel(dir, { task: "embedding" });
+    modelEnv = {
+      SLUICE_MODEL__PATH: tiny.modelPath,
+      SLUICE_MODEL__TOKENIZER_PATH: tiny.tokenizerPath,
+      SLUICE_MODEL__NAME: "tiny",
+      SLUICE_MODEL__MAX_SEQUENCE_TOKENS: "32",
+      SLUICE_BATCHING__MAX_BATCH_TOKENS: "1024",
+    };
+    model = await ModelRunner.create({
+      modelPath: tiny.modelPath,
+      tokenizerPath: tiny.tokenizerPath,
+      name: "tiny",
+    });
+  });
+
+  afterEach(() => {
+    for (const p of procs.splice(0))
+      if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill("SIGKILL");
+  });
+
+  afterAll(async () => {
+    await model?.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  async function produce(kafka: Kafka, topic: string, ids: string[]): Promise<void> {
+    const producer = kafka.producer();
+    await producer.connect();
+    await producer.send({
+      topic,
+      messages: ids.map((id) => ({ key: id, ...encodeRequest({ id, text: "the cat sat" }, "json") })),
+    });
+    await producer.disconnect();
+  }
+
+  async function offsets(kafka: Kafka, groupId: string, topic: string) {
+    const admin = kafka.admin();
+    await admin.connect();
+    try {
+      const [committed] = await admin.fetchOffsets({ groupId, topics: [topic] });
+      const ends = await admin.fetchTopicOffsets(topic);
+      return {
+        committed: (committed?.partitions ?? []).reduce((n, p) => n + Math.max(0, Number(p.offset)), 0),
+        end: ends.reduce((n, p) => n + Number(p.high), 0),
+      };
+    } finally {
+      await admin.disconnect();
+    }
+  }
+
+  const ids = (records: { value: Buffer | null; headers: unknown }[]) =>
+    records.map((r) => decodeResult(r.value as Buffer, r.headers as Record<string, string>).id);
+
+  it("publishes without transactions, commits group offsets, and resumes after them on restart", async () => {
+    const kafka = testKafka();
+    const base = uniqueName("alo");
+    const layout = {
+      requests: [`${base}.requests`],
+      results: `${base}.results`,
+      deadLetters: `${base}.dlq`,
+      dedupChangelog: `${base}.dedup`,
+      partitions: 2,
+      replicationFactor: 1,
+    };
+    await ensureTopics(kafka, layout);
+    const requestTopic = layout.requests[0] as string;
+    const groupId = `${base}-group`;
+    const options = (events: SluiceEvents): StreamProcessorOptions => ({
+      kafka,
+      model,
+      events,
+      groupId,
+      requestTopics: layout.requests,
+      resultsTopic: layout.results,
+      deadLetterTopic: layout.deadLetters,
+      dedupChangelogBase: layout.dedupChangelog,
+      transactions: false,
+      commitIntervalMs: 50,
+      sessionTimeoutMs: 6000,
+      heartbeatIntervalMs: 1000,
+    });
+
+    const first = Array.from({ length: 60 }, (_, i) => `a-${i}`);
+    await produce(kafka, requestTopic, first);
+    const producer = kafka.producer();
+    await producer.connect();
+    await producer.send({ topic: requestTopic, messages: [{ key: "bad", value: Buffer.from("{not json") }] });
+    await producer.disconnect();
+
+    const events1 = new SluiceEvents();
+    const outcomes1 = { result: 0, dead_letter: 0, duplicate: 0 };
+    events1.on("record.outcome", (e) => {
+      outcomes1[e.outcome]++;
+    });
+    const p1 = new StreamProcessor(options(events1));
+    await p1.start();
+    const results1 = await readCommitted(layout.results, { expected: first.length, settleMs: 500 });
+    const dlq = await readCommitted(layout.deadLetters, { expected: 1, settleMs: 200 });
+    // Offsets are committed by the group member once the outputs are acked: wait for the last commit.
+    for (let i = 0; i < 50; i++) {
+      const o = await offsets(kafka, groupId, requestTopic);
+      if (o.committed === o.end) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const afterFirst = await offsets(kafka, groupId, requestTopic);
+    await p1.close();
+
+    expect(ids(results1).sort()).toEqual([...first].sort());
+    expect(dlq.length).toBe(1);
+    expect(outcomes1).toEqual({ result: 60, dead_letter: 1, duplicate: 0 });
+    expect(afterFirst).toEqual({ committed: 61, end: 61 });
+    // No transactions: no commit markers take offsets in the results topic, so its end offsets equal
+    // the record count (with transactions every commit adds a marker per partition written).
+    expect((await offsets(kafka, `${base}-nobody`, layout.results)).end).toBe(60);
+
+    // Restart: a new processor must start after the committed offsets (no reprocessing of a-*), and
+    // dedup restored from the changelog turns repeated ids into counted duplicates.
+    const second = Array.from({ length: 20 }, (_, i) => `b-${i}`);
+    await produce(kafka, requestTopic, [...second, "a-1", "a-2", "a-3"]);
+    const events2 = new SluiceEvents();
+    const outcomes2 = { result: 0, dead_letter: 0, duplicate: 0 };
+    events2.on("record.outcome", (e) => {
+      outcomes2[e.outcome]++;
+    });
+    const p2 = new StreamProcessor(options(events2));
+    await p2.start();
+    const results2 = await readCommitted(layout.results, { expected: 80, settleMs: 1000, timeoutMs: 30_000 });
+    for (let i = 0; i < 50 && (await offsets(kafka, groupId, requestTopic)).committed < 84; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const afterSecond = await offsets(kafka, groupId, requestTopic);
+    await p2.close();
+
+    const all = ids(results2);
+    expect(all.length).toBe(80);
+    expect(new Set(all).size).toBe(80);
+    expect(outcomes2).toEqual({ result: 20, dead_letter: 0, duplicate: 3 });
+    expect(afterSecond).toEqual({ committed: 84, end: 84 });
+  }, 90_000);
+
+  it("sluice serve with delivery.transactions=false survives SIGKILL: no loss, duplicates only above the committed offset", async () => {
+    const base = uniqueName("alo-kill");
+    const topic = `${base}.requests`;
+    const group = `${base}-group`;
+    await createTopics([{ topic, numPartitions: 3 }]);
+    const total = 12_000;
+    const producer = testKafka().producer();
+    await producer.connect();
+    for (let i = 0; i < total; i += 1000) {
+      await producer.send({
+        topic,
+        messages: Array.from({ length: 1000 }, (_, j) => {
+          const id = `k-${i + j}`;
+          return { key: id, ...encodeRequest({ id, text: "the cat sat on the mat" }, "json") };
+        }),
+      });
+    }
+    await producer.disconnect();
+    const env = serveEnv(base, { ...modelEnv, SLUICE_DELIVERY__TRANSACTIONS: "false" });
+    const first = startServe([], env);
+    procs.push(first);
+    await first.waitFor(/sluice serve running/, 60_000);
+    const atKill = await waitForProgress(group, topic, (p) => p.committed >= total * 0.1, 60_000);
+    first.child.kill("SIGKILL");
+    expect((await first.exited).signal).toBe("SIGKILL");
+    expect(atKill.committed).toBeLessThan(total); // really mid-stream
+    const second = startServe([], env);
+    procs.push(second);
+    await second.waitFor(/sluice serve running/, 60_000);
+    await waitForProgress(group, topic, (p) => p.committed === p.end, 90_000);
+    second.child.kill("SIGTERM");
+    expect((await second.exited).code).toBe(0);
+
+    const results = await readCommitted(`${base}.results`, { expected: total, settleMs: 1500 });
+    const counts = new Map<string, number>();
+    for (const id of ids(results)) counts.set(id, (counts.get(id) ?? 0) + 1);
+    // No loss: every request has a result.
+    expect(counts.size).toBe(total);
+    // Only records above the offsets committed at the kill can be redone; dedup restored from the
+    // changelog catches those whose changelog entry had landed.
+    const duplicates = results.length - total;
+    expect(duplicates).toBeGreaterThanOrEqual(0);
+    expect(duplicates).toBeLessThanOrEqual(total - atKill.committed);
+  }, 180_000);
+
+  it("refuses at-least-once without a way to commit offsets", async () => {
+    await expect(
+      PartitionCommitter.create({
+        kafka: testKafka(),
+        groupId: "g",
+        topic: "t",
+        partition: 0,
+        events: new SluiceEvents(),
+        transactions: false,
+        onFailure: () => {},
+      }),
+    ).rejects.toMatchObject({ code: "CONFIG_INVALID" });
+  });
+});

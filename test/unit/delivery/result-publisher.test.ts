@@ -1,0 +1,43 @@
+import { describe, expect, it } from "vitest";
+import { chunked, type OutboundMessage } from "../../../src/delivery/result-publisher.js";
+
+const msg = (topic: string, i: number, bytes: number): OutboundMessage => ({
+  topic,
+  key: `k-${i}`,
+  value: Buffer.alloc(bytes),
+  headers: { "content-type": "application/json" },
+});
+
+describe("chunked (sendBatch payloads under the broker's record-batch limit)", () => {
+  it("keeps every message, in order, and bounds each chunk", () => {
+    const messages = Array.from({ length: 1000 }, (_, i) =>
+      msg(i % 3 === 0 ? "changelog" : "results", i, 1500),
+    );
+    const chunks = chunked(messages, 100_000);
+    expect(chunks.length).toBeGreaterThan(10);
+    const flattened: string[] = [];
+    for (const chunk of chunks) {
+      let bytes = 0;
+      for (const t of chunk) for (const m of t.messages) bytes += (m.value as Buffer).length;
+      expect(bytes).toBeLessThanOrEqual(100_000);
+    }
+    // Order within each topic is preserved (idempotent producer order = publish order).
+    for (const topic of ["results", "changelog"]) {
+      for (const chunk of chunks)
+        for (const t of chunk) if (t.topic === topic) flattened.push(...t.messages.map((m) => String(m.key)));
+      const expected = messages.filter((m) => m.topic === topic).map((m) => String(m.key));
+      expect(flattened).toEqual(expected);
+      flattened.length = 0;
+    }
+  });
+
+  it("puts an oversized message alone and returns nothing for nothing", () => {
+    const chunks = chunked([msg("r", 1, 10), msg("r", 2, 5000), msg("r", 3, 10)], 1000);
+    expect(chunks.map((c) => c.flatMap((t) => t.messages.map((m) => m.key)))).toEqual([
+      ["k-1"],
+      ["k-2"],
+      ["k-3"],
+    ]);
+    expect(chunked([])).toEqual([]);
+  });
+});
