@@ -35,7 +35,7 @@ import { ResultEncoder } from "../src/contracts/result-codec.js";
 import { routeOutcome } from "../src/delivery/result-builder.js";
 import { fixAbortedTransactionOrder } from "../src/kafka/aborted-transaction-order.js";
 import { LocalBroker } from "../src/kafka/local-broker.js";
-import { ensureTopics } from "../src/kafka/topic-admin.js";
+import { changelogTopicFor, ensureTopics } from "../src/kafka/topic-admin.js";
 import type { ModelPort } from "../src/model/model-port.js";
 import { ModelRunner } from "../src/model/model-runner.js";
 import { modelRunnerOptionsFromConfig } from "../src/model/model-runner-config.js";
@@ -231,6 +231,7 @@ async function main(): Promise<void> {
       results: `${base}.results`,
       deadLetters: `${base}.dlq`,
       dedupChangelog: `${base}.dedup`,
+      groupId: `${base}-group`,
       partitions: PARTITIONS,
       replicationFactor: 1,
     });
@@ -247,7 +248,12 @@ async function main(): Promise<void> {
     await admin.connect();
     await admin
       .deleteTopics({
-        topics: [l.requestTopic, l.results, l.deadLetters, `${l.dedupChangelog}.${l.requestTopic}`],
+        topics: [
+          l.requestTopic,
+          l.results,
+          l.deadLetters,
+          changelogTopicFor(l.dedupChangelog, l.groupId, l.requestTopic),
+        ],
       })
       .catch(() => undefined);
     await admin.disconnect();

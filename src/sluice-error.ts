@@ -26,6 +26,7 @@ export type SluiceErrorCode =
   | "PRODUCER_FENCED"
   | "TRANSACTION_FAILED"
   | "PUBLISH_FAILED"
+  | "PUBLISH_TOO_LARGE"
   // batch mode
   | "MANIFEST_MISMATCH"
   | "INPUT_INVALID"

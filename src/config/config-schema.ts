@@ -56,7 +56,9 @@ export const topicsSchema = z
       .describe("Topic for records that cannot be processed (raw record + error headers)."),
     dedupChangelog: topicName()
       .default("sluice.dedup-changelog")
-      .describe("Compacted topic that backs the request-id dedup store."),
+      .describe(
+        "Base name of the compacted dedup changelogs, one per group and request topic: <base>.<groupId>.<topic>.",
+      ),
     freshness: topicName().default("sluice.freshness").describe("Topic for freshness heartbeats."),
     requestCodec: z.enum(["json", "avro"]).default("json").describe("Encoding of request records."),
     resultCodec: z.enum(["json", "avro"]).default("json").describe("Encoding of result records."),
@@ -101,7 +103,7 @@ export const batchingSchema = z
     maxInFlightBatches: positiveInt().default(2).describe("Batches being inferred at the same time."),
     maxQueuedRecords: positiveInt()
       .default(2000)
-      .describe("Queued records before the consumer pauses (backpressure)."),
+      .describe("Records taken and not yet committed before the consumer pauses (backpressure)."),
     bucketing: z
       .boolean()
       .default(true)
@@ -129,7 +131,17 @@ export const deliverySchema = z
       .describe("How long a request id is remembered for deduplication, ms."),
     dedupMaxEntries: positiveInt()
       .default(1_000_000)
-      .describe("Max remembered request ids per instance (oldest evicted first)."),
+      .describe(
+        "Max remembered request ids per instance, split evenly over its assigned partitions (oldest evicted first).",
+      ),
+    maxTransactionRecords: positiveInt()
+      .default(500)
+      .describe("Most input records per transaction; the rest of what is complete commits right after."),
+    maxTransactionBytes: positiveInt()
+      .default(524_288)
+      .describe(
+        "Most output bytes (key + value + headers) per transaction; dead-letter values are cut to fit, bytes.",
+      ),
     maxMessageBytes: positiveInt()
       .default(1_048_576)
       .describe("Largest request record accepted; bigger ones are dead-lettered, bytes."),

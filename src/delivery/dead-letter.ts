@@ -43,11 +43,26 @@ export const DEAD_LETTER_HEADERS = {
   topic: "sluice.error.topic",
   partition: "sluice.error.partition",
   offset: "sluice.error.offset",
+  /** Set when the value was cut to fit `maxBytes`: the original value length in bytes. */
+  valueTruncated: "sluice.error.value-truncated",
 } as const;
 
 export const MAX_ERROR_MESSAGE_CHARS = 1000;
 
-export function buildDeadLetter(source: DeadLetterSource, error: DeadLetterError): DeadLetterRecord {
+export interface DeadLetterLimits {
+  /**
+   * Most bytes of key + value + header names and values. A bigger source value is cut to its first
+   * bytes and `sluice.error.value-truncated` says the original length, so the dead letter fits a
+   * transaction and the broker's message size limit. Default: no limit.
+   */
+  maxBytes?: number;
+}
+
+export function buildDeadLetter(
+  source: DeadLetterSource,
+  error: DeadLetterError,
+  limits: DeadLetterLimits = {},
+): DeadLetterRecord {
   const headers: RecordHeaders = {};
   for (const [name, value] of Object.entries(source.headers ?? {})) {
     // A replayed dead letter gets fresh error context, not two competing sets.
@@ -63,5 +78,27 @@ export function buildDeadLetter(source: DeadLetterSource, error: DeadLetterError
   headers[DEAD_LETTER_HEADERS.topic] = source.topic;
   headers[DEAD_LETTER_HEADERS.partition] = String(source.partition);
   headers[DEAD_LETTER_HEADERS.offset] = source.offset;
-  return { key: source.key, value: source.value, headers, timestamp: source.timestamp };
+  let value = source.value;
+  const maxBytes = limits.maxBytes;
+  if (maxBytes !== undefined && value !== null) {
+    const original = value.length;
+    const fixed = (source.key?.length ?? 0) + headerBytes(headers);
+    if (fixed + original > maxBytes) {
+      headers[DEAD_LETTER_HEADERS.valueTruncated] = String(original);
+      const room = maxBytes - fixed - DEAD_LETTER_HEADERS.valueTruncated.length - String(original).length;
+      value = value.subarray(0, Math.max(0, Math.min(original, room)));
+    }
+  }
+  return { key: source.key, value, headers, timestamp: source.timestamp };
+}
+
+function headerBytes(headers: RecordHeaders): number {
+  let n = 0;
+  for (const [name, v] of Object.entries(headers)) {
+    n += Buffer.byteLength(name);
+    for (const x of Array.isArray(v) ? v : [v]) {
+      if (x !== undefined && x !== null) n += typeof x === "string" ? Buffer.byteLength(x) : x.length;
+    }
+  }
+  return n;
 }

@@ -60,7 +60,7 @@ interface Slot {
 
 export class Deduplicator {
   readonly ttlMs: number;
-  readonly maxEntries: number;
+  private maxEntriesValue: number;
   readonly maxTombstoneBytesPerCall: number;
   private readonly slots = new Map<string, Slot>();
   // Eviction order lives in our own index-based queue, not in the Map's iteration order: V8 Maps keep
@@ -76,7 +76,7 @@ export class Deduplicator {
 
   constructor(opts: DeduplicatorOptions = {}) {
     this.ttlMs = opts.ttlMs ?? DEDUPLICATOR_DEFAULTS.ttlMs;
-    this.maxEntries = opts.maxEntries ?? DEDUPLICATOR_DEFAULTS.maxEntries;
+    this.maxEntriesValue = opts.maxEntries ?? DEDUPLICATOR_DEFAULTS.maxEntries;
     this.maxTombstoneBytesPerCall =
       opts.maxTombstoneBytesPerCall ?? DEDUPLICATOR_DEFAULTS.maxTombstoneBytesPerCall;
     if (!Number.isFinite(this.ttlMs) || this.ttlMs <= 0) {
@@ -96,6 +96,24 @@ export class Deduplicator {
     return this.slots.size;
   }
 
+  /** Most ids kept (see `setMaxEntries`). */
+  get maxEntries(): number {
+    return this.maxEntriesValue;
+  }
+
+  /**
+   * Changes the bound (the processor splits a per-instance budget over its partitions and re-splits
+   * on every assignment). Shrinking evicts the oldest ids at once and queues their tombstones.
+   */
+  setMaxEntries(maxEntries: number): void {
+    if (!Number.isInteger(maxEntries) || maxEntries < 1) {
+      throw new RangeError(`Deduplicator: maxEntries must be an integer ≥ 1, got ${String(maxEntries)}`);
+    }
+    this.maxEntriesValue = maxEntries;
+    this.evictOverLimit();
+    this.compact();
+  }
+
   /** True if `id` was remembered and has not expired at `nowMs`. */
   seen(id: string, nowMs: number): boolean {
     const slot = this.slots.get(id);
@@ -106,12 +124,7 @@ export class Deduplicator {
   remember(id: string, nowMs: number): ChangelogEntry {
     const expiresAt = nowMs + this.ttlMs;
     this.put(id, expiresAt);
-    while (this.slots.size > this.maxEntries) {
-      const oldest = this.popOldest();
-      if (oldest === undefined) break;
-      this.slots.delete(oldest);
-      this.pendingTombstones.push(oldest);
-    }
+    this.evictOverLimit();
     this.compact();
     return { key: id, value: encodeExpiry(expiresAt) };
   }
@@ -230,6 +243,15 @@ export class Deduplicator {
       this.pendingHead = 0;
     }
     return out;
+  }
+
+  private evictOverLimit(): void {
+    while (this.slots.size > this.maxEntriesValue) {
+      const oldest = this.popOldest();
+      if (oldest === undefined) break;
+      this.slots.delete(oldest);
+      this.pendingTombstones.push(oldest);
+    }
   }
 
   private put(id: string, expiresAtMs: number): void {

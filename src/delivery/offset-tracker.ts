@@ -12,6 +12,15 @@ export interface CommittableRange<T> {
   nextOffset: string;
   /** Completion payloads in offset order, one per record of the prefix. */
   completions: T[];
+  /** Offsets of those records, same order (a slice can be committed in smaller pieces). */
+  offsets: string[];
+}
+
+/** Caps one `takeCommittable` slice; it always holds at least one record. */
+export interface CommittableLimit<T> {
+  maxRecords: number;
+  maxBytes: number;
+  sizeOf: (completion: T) => number;
 }
 
 interface Slot<T> {
@@ -54,10 +63,22 @@ export class OffsetTracker<T> {
     return true;
   }
 
-  /** Removes and returns the contiguous completed prefix, or undefined when it is empty. */
-  takeCommittable(): CommittableRange<T> | undefined {
+  /**
+   * Removes and returns the contiguous completed prefix, or undefined when it is empty. With `limit`
+   * only its first records (at least one) up to maxRecords / maxBytes; the rest stays for the next call.
+   */
+  takeCommittable(limit?: CommittableLimit<T>): CommittableRange<T> | undefined {
     let end = this.head;
-    while (end < this.slots.length && this.slots[end]?.done) end++;
+    let bytes = 0;
+    while (end < this.slots.length && this.slots[end]?.done) {
+      if (limit) {
+        const n = end - this.head;
+        const size = limit.sizeOf((this.slots[end] as Slot<T>).completion as T);
+        if (n > 0 && (n >= limit.maxRecords || bytes + size > limit.maxBytes)) break;
+        bytes += size;
+      }
+      end++;
+    }
     if (end === this.head) return undefined;
     const taken = this.slots.slice(this.head, end);
     for (const slot of taken) this.byOffset.delete(slot.offset);
@@ -71,6 +92,7 @@ export class OffsetTracker<T> {
     return {
       nextOffset: (last.offset + 1n).toString(),
       completions: taken.map((s) => s.completion as T),
+      offsets: taken.map((s) => s.offset.toString()),
     };
   }
 

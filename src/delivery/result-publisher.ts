@@ -26,7 +26,9 @@ export interface PublishUnit {
 
 /**
  * How a `PartitionCommitter` makes a unit visible. Implementations throw a classified `SluiceError`
- * (PRODUCER_FENCED, TRANSACTION_FAILED or PUBLISH_FAILED) and are not used again after a throw.
+ * (PRODUCER_FENCED, TRANSACTION_FAILED or PUBLISH_FAILED) and are not used again after a throw,
+ * except PUBLISH_TOO_LARGE: the broker refused a record or batch as too large, the unit was aborted
+ * (transactions) and the publisher stays usable, so the caller can retry in smaller units.
  */
 export interface ResultPublisher {
   readonly mode: "transactions" | "at-least-once";
@@ -53,7 +55,8 @@ export class TransactionalPublisher implements ResultPublisher {
 
   private constructor(
     private readonly target: PublisherTarget,
-    private readonly producer: Producer,
+    private readonly options: { transactionTimeoutMs: number },
+    private producer: Producer,
   ) {}
 
   static transactionalId(groupId: string, topic: string, partition: number): string {
@@ -64,6 +67,14 @@ export class TransactionalPublisher implements ResultPublisher {
     target: PublisherTarget,
     options: { transactionTimeoutMs: number },
   ): Promise<TransactionalPublisher> {
+    return new TransactionalPublisher(target, options, await TransactionalPublisher.connect(target, options));
+  }
+
+  /** Connects a producer and initialises the transactional id (fencing any other holder of it). */
+  private static async connect(
+    target: PublisherTarget,
+    options: { transactionTimeoutMs: number },
+  ): Promise<Producer> {
     const producer = target.kafka.producer({
       transactionalId: TransactionalPublisher.transactionalId(target.groupId, target.topic, target.partition),
       idempotent: true,
@@ -81,7 +92,7 @@ export class TransactionalPublisher implements ResultPublisher {
       await producer.disconnect().catch(() => undefined);
       throw classify(error, target.topic, target.partition, "initialising the transactional producer");
     }
-    return new TransactionalPublisher(target, producer);
+    return producer;
   }
 
   async publish(unit: PublishUnit): Promise<void> {
@@ -103,8 +114,21 @@ export class TransactionalPublisher implements ResultPublisher {
     } catch (error) {
       const failure = classify(error, this.target.topic, this.target.partition, "committing a transaction");
       if (txn && failure.code !== "PRODUCER_FENCED") await txn.abort().catch(() => undefined);
+      if (failure.code === "PUBLISH_TOO_LARGE") await this.renew();
       throw failure;
     }
+  }
+
+  /**
+   * After a refused produce request the producer's sequence numbers are wrong: kafkajs rolls back
+   * the sequence of every partition in the request, also of those the broker accepted, and the next
+   * send fails with OUT_OF_ORDER_SEQUENCE_NUMBER. A fresh producer with the same transactional id
+   * starts a new epoch and clean sequences (and fences only the old producer, which is ours).
+   */
+  private async renew(): Promise<void> {
+    const old = this.producer;
+    await old.disconnect().catch(() => undefined);
+    this.producer = await TransactionalPublisher.connect(this.target, this.options);
   }
 
   async close(): Promise<void> {
@@ -126,7 +150,7 @@ export class AtLeastOncePublisher implements ResultPublisher {
 
   private constructor(
     private readonly target: PublisherTarget,
-    private readonly producer: Producer,
+    private producer: Producer,
     private readonly commitOffset: (nextOffset: string) => Promise<void>,
   ) {}
 
@@ -134,6 +158,10 @@ export class AtLeastOncePublisher implements ResultPublisher {
     target: PublisherTarget,
     commitOffset: (nextOffset: string) => Promise<void>,
   ): Promise<AtLeastOncePublisher> {
+    return new AtLeastOncePublisher(target, await AtLeastOncePublisher.connect(target), commitOffset);
+  }
+
+  private static async connect(target: PublisherTarget): Promise<Producer> {
     // Idempotent: retries inside one producer session never duplicate or reorder a partition's records.
     const producer = target.kafka.producer({
       idempotent: true,
@@ -146,7 +174,7 @@ export class AtLeastOncePublisher implements ResultPublisher {
       await producer.disconnect().catch(() => undefined);
       throw publishFailed(error, target, "connecting the producer");
     }
-    return new AtLeastOncePublisher(target, producer, commitOffset);
+    return producer;
   }
 
   async publish(unit: PublishUnit): Promise<void> {
@@ -154,6 +182,12 @@ export class AtLeastOncePublisher implements ResultPublisher {
       for (const topicMessages of chunked(unit.outputs)) await this.producer.sendBatch({ topicMessages });
       for (const topicMessages of chunked(unit.bookkeeping)) await this.producer.sendBatch({ topicMessages });
     } catch (error) {
+      if (isTooLarge(error)) {
+        // Same sequence problem as TransactionalPublisher.renew: continue with a fresh producer id.
+        await this.producer.disconnect().catch(() => undefined);
+        this.producer = await AtLeastOncePublisher.connect(this.target);
+        throw tooLarge(error, this.target.topic, this.target.partition);
+      }
       throw publishFailed(error, this.target, "publishing results");
     }
     try {
@@ -174,7 +208,7 @@ export class AtLeastOncePublisher implements ResultPublisher {
  * 1 MiB) with MESSAGE_TOO_LARGE. A fast model fills one commit interval with thousands of results, so
  * without chunking the transaction fails, the partition is reset, redone and fails again.
  */
-const MAX_SEND_BYTES = 512 * 1024;
+export const MAX_SEND_BYTES = 512 * 1024;
 
 type TopicMessages = { topic: string; messages: Omit<OutboundMessage, "topic">[] }[];
 
@@ -197,7 +231,8 @@ export function chunked(messages: OutboundMessage[], maxBytes = MAX_SEND_BYTES):
   return out;
 }
 
-function estimateBytes(m: OutboundMessage): number {
+/** Estimated size of one record on the wire: key + value + headers + a small fixed overhead. */
+export function estimateBytes(m: OutboundMessage): number {
   let n = 64 + byteLength(m.key) + byteLength(m.value); // per-record overhead (varints, attributes) is small
   for (const [k, v] of Object.entries(m.headers ?? {})) {
     n += Buffer.byteLength(k) + (Array.isArray(v) ? v.reduce((s, x) => s + byteLength(x), 0) : byteLength(v));
@@ -232,8 +267,29 @@ function publishFailed(error: unknown, target: PublisherTarget, doing: string): 
   );
 }
 
-/** Maps a kafkajs error (possibly wrapped in retry errors) to PRODUCER_FENCED or TRANSACTION_FAILED. */
+/** True when the broker refused a record or record batch as too large (not worth retrying as is). */
+export function isTooLarge(error: unknown): boolean {
+  return errorChain(error).some((e) => {
+    const type = (e as { type?: unknown }).type;
+    return type === "MESSAGE_TOO_LARGE" || type === "RECORD_LIST_TOO_LARGE";
+  });
+}
+
+function tooLarge(error: unknown, topic: string, partition: number): SluiceError {
+  const message = error instanceof Error ? error.message : String(error);
+  return new SluiceError(
+    "PUBLISH_TOO_LARGE",
+    `the broker refused outputs of ${topic}[${partition}] as too large (${message}); they are retried in smaller units`,
+    { retriable: true, cause: error, context: { topic, partition } },
+  );
+}
+
+/**
+ * Maps a kafkajs error (possibly wrapped in retry errors) to PRODUCER_FENCED, PUBLISH_TOO_LARGE or
+ * TRANSACTION_FAILED.
+ */
 export function classify(error: unknown, topic: string, partition: number, doing: string): SluiceError {
+  if (isTooLarge(error)) return tooLarge(error, topic, partition);
   const fenced = errorChain(error).some((e) => {
     const type = (e as { type?: unknown }).type;
     return (
@@ -262,7 +318,9 @@ function errorChain(error: unknown): unknown[] {
   let current: unknown = error;
   for (let depth = 0; current && depth < 8; depth++) {
     out.push(current);
-    const c = current as { originalError?: unknown; cause?: unknown };
+    const c = current as { originalError?: unknown; cause?: unknown; errors?: unknown };
+    // KafkaJSAggregateError (one error per broker request) keeps its causes in `errors`.
+    if (Array.isArray(c.errors)) out.push(...c.errors.slice(0, 8));
     current = c.originalError ?? c.cause;
   }
   return out;

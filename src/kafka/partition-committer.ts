@@ -1,8 +1,10 @@
 import type { Kafka } from "kafkajs";
 import { OFFSET_CHECKPOINT_KEY } from "../delivery/changelog-restorer.js";
-import { OffsetTracker } from "../delivery/offset-tracker.js";
+import { DEAD_LETTER_HEADERS } from "../delivery/dead-letter.js";
+import { type CommittableRange, OffsetTracker } from "../delivery/offset-tracker.js";
 import {
   AtLeastOncePublisher,
+  estimateBytes,
   type OutboundMessage,
   type ResultPublisher,
   TransactionalPublisher,
@@ -48,9 +50,32 @@ export interface PartitionCommitterOptions {
   transactions?: boolean;
   /** At-least-once only: commits the group offset (next offset to read) through the consumer. */
   commitOffset?: (nextOffset: string) => Promise<void>;
+  /** Most input records per transaction; the rest of the completed prefix follows right after. Default 500. */
+  maxTransactionRecords?: number;
+  /**
+   * Most estimated output bytes (key + value + headers of every record) per transaction, bytes; at
+   * least one input record always goes. Default 512 KiB (half the broker's default message.max.bytes).
+   */
+  maxTransactionBytes?: number;
+  /**
+   * Where a record's outputs go when the broker refuses them as too large even alone: a dead letter
+   * without payload (key, value and original headers dropped; error headers kept). Without it such a
+   * record fails the committer like any other publish error.
+   */
+  deadLetterTopic?: string;
+  /** Called after each committed transaction (records waiting for commit went down). */
+  onCommitted?: () => void;
   /** Called once when a commit fails; the committer is dead afterwards (sticky error). */
   onFailure: (error: SluiceError) => void;
 }
+
+export const COMMITTER_DEFAULTS = {
+  maxTransactionRecords: 500,
+  maxTransactionBytes: 512 * 1024,
+} as const;
+
+/** Code of the payload-less dead letter that replaces outputs the broker refuses as too large. */
+export const OUTPUT_TOO_LARGE = "OUTPUT_TOO_LARGE";
 
 /**
  * Publishes the outputs of one input partition with its consumer offset: in Kafka transactions
@@ -72,7 +97,14 @@ export class PartitionCommitter {
   private readonly publisher: ResultPublisher;
   private readonly opts: PartitionCommitterOptions;
   private readonly commitIntervalMs: number;
+  private readonly maxTransactionRecords: number;
+  private readonly maxTransactionBytes: number;
   private readonly tracker = new OffsetTracker<RecordCompletion>();
+  /** Records handed to the transaction being published (not yet committed). */
+  private inTransaction = 0;
+  /** Completed since the last take: an early commit starts when they would fill a transaction. */
+  private completedRecords = 0;
+  private completedBytes = 0;
   private timer: NodeJS.Timeout | undefined;
   private committing: Promise<void> | undefined;
   private failure: SluiceError | undefined;
@@ -84,6 +116,13 @@ export class PartitionCommitter {
     this.partition = opts.partition;
     this.publisher = publisher;
     this.commitIntervalMs = opts.commitIntervalMs ?? 100;
+    this.maxTransactionRecords = opts.maxTransactionRecords ?? COMMITTER_DEFAULTS.maxTransactionRecords;
+    this.maxTransactionBytes = opts.maxTransactionBytes ?? COMMITTER_DEFAULTS.maxTransactionBytes;
+  }
+
+  /** Records tracked and not yet committed (in flight, waiting for the prefix, or being published). */
+  get pendingRecords(): number {
+    return this.tracker.size + this.inTransaction;
   }
 
   static transactionalId(groupId: string, topic: string, partition: number): string {
@@ -108,6 +147,12 @@ export class PartitionCommitter {
         "CONFIG_INVALID",
         `commitIntervalMs (${commitIntervalMs}) must be below transactionTimeoutMs (${transactionTimeoutMs})`,
       );
+    }
+    for (const key of ["maxTransactionRecords", "maxTransactionBytes"] as const) {
+      const v = opts[key];
+      if (v !== undefined && (!Number.isInteger(v) || v < 1)) {
+        throw new SluiceError("CONFIG_INVALID", `${key} must be an integer >= 1, got ${v}`);
+      }
     }
     const transactions = opts.transactions ?? true;
     if (!transactions && !opts.commitOffset) {
@@ -137,8 +182,24 @@ export class PartitionCommitter {
   /** Records the outputs of a finished record; they go out with the next transaction. */
   complete(offset: string, completion: RecordCompletion): void {
     if (this.failure || this.closed) return;
-    this.tracker.complete(offset, completion);
-    if (this.commitIntervalMs === 0) void this.commitNow();
+    if (!this.tracker.complete(offset, completion)) return;
+    this.completedRecords++;
+    this.completedBytes += completionBytes(completion);
+    // A full transaction's worth is waiting: commit now instead of at the next tick, so records
+    // waiting for commit (which count toward the processor's backpressure bound) drain promptly.
+    const full =
+      this.completedRecords >= this.maxTransactionRecords || this.completedBytes >= this.maxTransactionBytes;
+    if (this.commitIntervalMs === 0 || (full && !this.committing)) void this.commitNow();
+  }
+
+  /**
+   * Starts a commit of what is committable now unless one is running (which picks up newly completed
+   * records before it ends). The processor calls it while backpressured, so a paused consumer does
+   * not wait a whole commit interval for the records that hold it paused.
+   */
+  commitSoon(): void {
+    if (this.failure || this.closed || this.committing) return;
+    void this.commitNow();
   }
 
   /** Commits whatever is committable now and waits for it. Throws the sticky error if any. */
@@ -172,19 +233,102 @@ export class PartitionCommitter {
   }
 
   private commitNow(): Promise<void> {
-    // Serialise transactions: the next one waits for the current one.
+    // Serialise transactions: the next one waits for the current one. Each takes a capped slice of
+    // the completed prefix (cut at a record boundary, so its offset covers exactly its outputs) and
+    // the rest follows right after.
     const run = async (): Promise<void> => {
-      if (this.failure) return;
-      const range = this.tracker.takeCommittable();
-      if (!range) return;
-      await this.runTransaction(range.nextOffset, range.completions);
+      this.completedRecords = 0;
+      this.completedBytes = 0;
+      while (!this.failure) {
+        const range = this.tracker.takeCommittable({
+          maxRecords: this.maxTransactionRecords,
+          maxBytes: this.maxTransactionBytes,
+          sizeOf: completionBytes,
+        });
+        if (!range) return;
+        this.inTransaction = range.completions.length;
+        try {
+          await this.commitRange(range, false);
+        } finally {
+          this.inTransaction = 0;
+        }
+        if (!this.failure) this.opts.onCommitted?.();
+      }
     };
-    const next = (this.committing ?? Promise.resolve()).then(run, run);
+    const previous = this.committing ?? Promise.resolve();
+    const next = previous.then(run, run).finally(() => {
+      if (this.committing === next) this.committing = undefined;
+    });
     this.committing = next;
     return next;
   }
 
-  private async runTransaction(nextOffset: string, completions: RecordCompletion[]): Promise<void> {
+  /**
+   * Publishes a range; when the broker refuses it as too large, halves it at a record boundary and
+   * publishes the halves in order, each with its own offset. A single record still refused gets its
+   * outputs replaced by a payload-less dead letter (once); only if that fails too the committer fails.
+   */
+  private async commitRange(range: CommittableRange<RecordCompletion>, stripped: boolean): Promise<void> {
+    const error = await this.runTransaction(range.nextOffset, range.completions);
+    if (!error) return;
+    if (error.code === "PUBLISH_TOO_LARGE" && range.completions.length > 1) {
+      const half = Math.ceil(range.completions.length / 2);
+      for (const part of [sliceRange(range, 0, half), sliceRange(range, half, range.completions.length)]) {
+        await this.commitRange(part, false);
+        if (this.failure) return;
+      }
+      return;
+    }
+    const only = range.completions[0];
+    const offset = range.offsets[0];
+    if (
+      error.code === "PUBLISH_TOO_LARGE" &&
+      !stripped &&
+      only &&
+      offset !== undefined &&
+      this.opts.deadLetterTopic !== undefined
+    ) {
+      const replaced = this.withoutPayload(only, offset, this.opts.deadLetterTopic);
+      await this.commitRange({ ...range, completions: [replaced] }, true);
+      return;
+    }
+    this.fail(error, range.completions.length, 0);
+  }
+
+  /** A record's outputs replaced by one dead letter carrying only error headers; changelog entries kept. */
+  private withoutPayload(completion: RecordCompletion, offset: string, topic: string): RecordCompletion {
+    const checkpoint = this.opts.offsetCheckpoint;
+    const bookkeeping = completion.messages.filter((m) => checkpoint && m.topic === checkpoint.topic);
+    const outputBytes = completion.messages
+      .filter((m) => !(checkpoint && m.topic === checkpoint.topic))
+      .reduce((n, m) => n + estimateBytes(m), 0);
+    const deadLetter: OutboundMessage = {
+      topic,
+      key: null,
+      value: null,
+      headers: {
+        [DEAD_LETTER_HEADERS.code]: OUTPUT_TOO_LARGE,
+        [DEAD_LETTER_HEADERS.message]: `the broker refused this record's ${completion.outcome} (about ${outputBytes} bytes) as too large; it was dead-lettered without key, value or headers`,
+        [DEAD_LETTER_HEADERS.stage]: "deliver",
+        [DEAD_LETTER_HEADERS.topic]: this.topic,
+        [DEAD_LETTER_HEADERS.partition]: String(this.partition),
+        [DEAD_LETTER_HEADERS.offset]: offset,
+        [DEAD_LETTER_HEADERS.valueTruncated]: String(outputBytes),
+      },
+    };
+    return {
+      messages: [deadLetter, ...bookkeeping],
+      outcome: "dead_letter",
+      errorCode: OUTPUT_TOO_LARGE,
+      recordTimestampMs: completion.recordTimestampMs,
+    };
+  }
+
+  /** Publishes one unit; returns the classified error instead of failing, so the caller can split. */
+  private async runTransaction(
+    nextOffset: string,
+    completions: RecordCompletion[],
+  ): Promise<SluiceError | undefined> {
     const started = Date.now();
     // Changelog entries and the checkpoint are bookkeeping: at-least-once publishes them only after
     // the outputs are durable (a changelog entry must never stand for an unpublished result).
@@ -217,8 +361,19 @@ export class PartitionCommitter {
                 cause: error,
               },
             );
+      if (failure.code === "PUBLISH_TOO_LARGE") {
+        // Aborted and retried in smaller units by commitRange; not a failure of the partition.
+        this.emit("transaction.finished", {
+          topic: this.topic,
+          partition: this.partition,
+          outcome: "aborted",
+          records,
+          durationMs: Date.now() - started,
+        });
+        return failure;
+      }
       this.fail(failure, records, Date.now() - started);
-      return;
+      return undefined;
     }
     const now = Date.now();
     const last = completions[completions.length - 1];
@@ -241,6 +396,7 @@ export class PartitionCommitter {
         ...(c.errorCode ? { errorCode: c.errorCode } : {}),
       });
     }
+    return undefined;
   }
 
   private fail(error: SluiceError, records: number, durationMs: number): void {
@@ -270,4 +426,23 @@ export class PartitionCommitter {
   private throwIfFailed(): void {
     if (this.failure) throw this.failure;
   }
+}
+
+function completionBytes(c: RecordCompletion): number {
+  let n = 0;
+  for (const m of c.messages) n += estimateBytes(m);
+  return n;
+}
+
+function sliceRange(
+  range: CommittableRange<RecordCompletion>,
+  from: number,
+  to: number,
+): CommittableRange<RecordCompletion> {
+  const offsets = range.offsets.slice(from, to);
+  return {
+    completions: range.completions.slice(from, to),
+    offsets,
+    nextOffset: (BigInt(offsets[offsets.length - 1] as string) + 1n).toString(),
+  };
 }

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import type { Kafka } from "kafkajs";
 import { SluiceError } from "../sluice-error.js";
 
@@ -6,23 +7,47 @@ export interface TopicLayout {
   requests: readonly string[];
   results: string;
   deadLetters: string;
-  /** Base name of the dedup changelog; one compacted topic per request topic (see changelogTopicFor). */
+  /** Base name of the dedup changelog; one compacted topic per group and request topic (see changelogTopicFor). */
   dedupChangelog: string;
+  /** Consumer group whose changelogs to create (the changelog is scoped by group). */
+  groupId: string;
   freshness?: string;
   /** Partitions for topics Sluice creates. */
   partitions: number;
   replicationFactor: number;
 }
 
+/** Kafka's limit on topic name length. */
+export const MAX_TOPIC_NAME_CHARS = 249;
+
 /**
- * Changelog topic for a request topic. One changelog topic per request topic, so changelog
+ * Changelog topic of a consumer group for a request topic: `<base>.<groupId>.<requestTopic>`.
+ *
+ * Scoped by group because the changelog holds the group's dedup ids and its offset checkpoint: a
+ * second group on the same requests (a reprocessing run, another deployment) must neither skip to
+ * the other group's checkpoint nor see its ids as duplicates, and only one transactional producer
+ * (the partition's owner in one group) may write a changelog partition.
+ *
+ * Kafka topic names allow [a-zA-Z0-9._-] and at most 249 characters; group ids allow anything. If the
+ * name has other characters or is too long, each other character becomes `_`, the name is cut, and
+ * `-` plus 16 hex chars of SHA-256 over base, group and topic is appended, so distinct groups whose
+ * sanitised names coincide still get distinct topics. Valid, short names are used as they are.
+ *
+ * One changelog topic per request topic, so changelog
  * partition p always belongs to input partition p of that topic and to no other (a single
  * transactional producer per input partition is then the only writer of its changelog partition,
  * which is what makes the restore end offset stable). Adding a request topic later never moves
  * existing state, which a key-prefix scheme over a shared topic could not promise.
  */
-export function changelogTopicFor(base: string, requestTopic: string): string {
-  return `${base}.${requestTopic}`;
+export function changelogTopicFor(base: string, groupId: string, requestTopic: string): string {
+  const name = `${base}.${groupId}.${requestTopic}`;
+  if (name.length <= MAX_TOPIC_NAME_CHARS && /^[a-zA-Z0-9._-]+$/.test(name)) return name;
+  const hash = createHash("sha256")
+    .update(`${base}\u0000${groupId}\u0000${requestTopic}`)
+    .digest("hex")
+    .slice(0, 16);
+  const clean = name.replace(/[^a-zA-Z0-9._-]/g, "_");
+  return `${clean.slice(0, MAX_TOPIC_NAME_CHARS - hash.length - 1)}-${hash}`;
 }
 
 /**
@@ -61,7 +86,7 @@ export async function ensureTopics(kafka: Kafka, layout: TopicLayout): Promise<M
       const n = existing.get(request);
       if (n === undefined) throw new SluiceError("INTERNAL", `request topic ${request} was not created`);
       requestPartitions.set(request, n);
-      const changelog = changelogTopicFor(layout.dedupChangelog, request);
+      const changelog = changelogTopicFor(layout.dedupChangelog, layout.groupId, request);
       const have = existing.get(changelog);
       if (have === undefined) {
         changelogs.push({

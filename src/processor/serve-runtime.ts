@@ -49,6 +49,7 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
     results: config.topics.results,
     deadLetters: config.topics.deadLetters,
     dedupChangelog: config.topics.dedupChangelog,
+    groupId: config.consumer.groupId,
     freshness: config.topics.freshness,
     partitions: config.topics.partitions,
     replicationFactor: config.topics.replicationFactor,

@@ -22,7 +22,7 @@ export interface StreamProcessorOptions {
   requestTopics: string[];
   resultsTopic: string;
   deadLetterTopic: string;
-  /** Base name; the changelog of request topic T is `<base>.<T>` (see topic-admin.ts). */
+  /** Base name; the changelog of request topic T is `<base>.<groupId>.<T>` (see topic-admin.ts). */
   dedupChangelogBase: string;
   /** Codec for request records without a content-type header. Default json. */
   requestCodec?: Codec;
@@ -34,7 +34,10 @@ export interface StreamProcessorOptions {
   defaultTimeoutMs?: number;
   /** Dedup memory per input partition, ms. Default 24 h. */
   dedupTtlMs?: number;
-  /** Dedup entries per input partition. Default 100000. */
+  /**
+   * Dedup entries per instance, divided evenly over the assigned input partitions (floor, at least 1
+   * each; recomputed on every assignment). Default 1000000.
+   */
   dedupMaxEntries?: number;
   /** Default 32. */
   maxBatchSize?: number;
@@ -44,7 +47,7 @@ export interface StreamProcessorOptions {
   maxWaitMs?: number;
   /** Batches inferring concurrently. Default 2 (batch k+1 forms while k runs). */
   maxInFlightBatches?: number;
-  /** Records taken from Kafka and not yet finished before the consumer pauses. Default 2000. */
+  /** Records taken from Kafka and not yet committed (queued, inferring, or waiting for their transaction) before the consumer pauses. Default 2000. */
   maxQueuedRecords?: number;
   /**
    * true (default): results, dead letters, changelog and the input offset commit together in one
@@ -57,6 +60,13 @@ export interface StreamProcessorOptions {
   commitIntervalMs?: number;
   /** Default 60000 ms. */
   transactionTimeoutMs?: number;
+  /** Most input records per transaction; the rest of what is complete commits right after. Default 500. */
+  maxTransactionRecords?: number;
+  /**
+   * Most estimated output bytes per transaction (key + value + headers); also caps a dead letter,
+   * whose value is cut to fit (min with 512 KiB). Default 524288 (half the broker's default message.max.bytes).
+   */
+  maxTransactionBytes?: number;
   /** Default 30000 ms. */
   sessionTimeoutMs?: number;
   /** Default 3000 ms. */
@@ -80,7 +90,7 @@ export function resolveProcessorOptions(o: StreamProcessorOptions): ResolvedProc
     maxMessageBytes: 1_048_576,
     defaultTimeoutMs: 30_000,
     dedupTtlMs: 24 * 60 * 60 * 1000,
-    dedupMaxEntries: 100_000,
+    dedupMaxEntries: 1_000_000,
     maxBatchSize: 32,
     maxBatchTokens: 8192,
     maxWaitMs: 10,
@@ -89,6 +99,8 @@ export function resolveProcessorOptions(o: StreamProcessorOptions): ResolvedProc
     transactions: true,
     commitIntervalMs: 100,
     transactionTimeoutMs: 60_000,
+    maxTransactionRecords: 500,
+    maxTransactionBytes: 512 * 1024,
     sessionTimeoutMs: 30_000,
     heartbeatIntervalMs: 3000,
     maxBytesPerPartition: 1_048_576,
@@ -107,6 +119,8 @@ export function resolveProcessorOptions(o: StreamProcessorOptions): ResolvedProc
     "maxInFlightBatches",
     "maxQueuedRecords",
     "transactionTimeoutMs",
+    "maxTransactionRecords",
+    "maxTransactionBytes",
     "sessionTimeoutMs",
     "heartbeatIntervalMs",
     "maxBytesPerPartition",
@@ -181,6 +195,8 @@ export function processorOptionsFromConfig(
     transactions: config.delivery.transactions,
     commitIntervalMs: config.delivery.commitIntervalMs,
     transactionTimeoutMs: config.delivery.transactionTimeoutMs,
+    maxTransactionRecords: config.delivery.maxTransactionRecords,
+    maxTransactionBytes: config.delivery.maxTransactionBytes,
     sessionTimeoutMs: config.consumer.sessionTimeoutMs,
     heartbeatIntervalMs: config.consumer.heartbeatIntervalMs,
     maxBytesPerPartition: config.consumer.maxBytesPerPartition,

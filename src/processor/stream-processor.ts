@@ -13,6 +13,7 @@ import {
   type ResultOutcome,
   routeOutcome,
 } from "../delivery/result-builder.js";
+import { MAX_SEND_BYTES } from "../delivery/result-publisher.js";
 import { fixAbortedTransactionOrder } from "../kafka/aborted-transaction-order.js";
 import { ConsumerLoop, type TopicPartition } from "../kafka/consumer-loop.js";
 import {
@@ -51,6 +52,8 @@ interface PartitionState {
   staleFetches: number;
   /** Set after fencing: reclaim at the next assignment that still lists us, or when this fires. */
   reclaimTimer: NodeJS.Timeout | undefined;
+  /** Fences since the last committed transaction; past 2 the reclaim waits a full session timeout. */
+  fences: number;
 }
 
 interface WorkItem {
@@ -98,6 +101,14 @@ export class StreamProcessor {
   private inferenceEstimateMs = 0;
   private fatalHandler: ((error: SluiceError) => void) | undefined;
   private readonly restores = new Set<Promise<void>>();
+  /**
+   * Per partition key, the last producer initialisation of this process (settled = done, and closed if
+   * it was stale). A restore waits for it before initialising its own, so a late initialisation of an
+   * older restore can never fence a newer owner in this same process.
+   */
+  private readonly producerInits = new Map<string, Promise<void>>();
+  /** Between REBALANCING and the next assignment: a fenced partition's reclaim waits for the assignment. */
+  private rebalancing = false;
 
   constructor(options: StreamProcessorOptions) {
     this.o = resolveProcessorOptions(options);
@@ -207,6 +218,7 @@ export class StreamProcessor {
   // ── assignment, restore, revoke ────────────────────────────────────────────────────────────────
 
   private onAssigned(assignment: TopicPartition[]): void {
+    this.rebalancing = false;
     if (this.stopping) return; // shutdown commits and closes what we hold; take nothing new
     const keys = new Set(assignment.map(keyOf));
     const revoked: PartitionState[] = [];
@@ -226,7 +238,7 @@ export class StreamProcessor {
       const state: PartitionState = {
         tp,
         key: keyOf(tp),
-        changelogTopic: changelogTopicFor(this.o.dedupChangelogBase, tp.topic),
+        changelogTopic: changelogTopicFor(this.o.dedupChangelogBase, this.o.groupId, tp.topic),
         generation: 0,
         phase: "restoring",
         committer: undefined,
@@ -236,6 +248,7 @@ export class StreamProcessor {
         awaitingFetchFrom: undefined,
         staleFetches: 0,
         reclaimTimer: undefined,
+        fences: 0,
       };
       this.states.set(state.key, state);
       fresh.push(state);
@@ -249,10 +262,22 @@ export class StreamProcessor {
       (topic, partitions) => this.emit("partitions.assigned", { topic, partitions }),
     );
     if (fresh.length > 0) this.safePause(fresh.map((s) => s.tp));
+    // The dedup budget is per instance: re-split it over what we own now.
+    const perPartition = this.dedupEntriesPerPartition();
+    for (const s of this.states.values()) s.dedup?.setMaxEntries(perPartition);
     if (fresh.length + reclaim.length > 0) this.startRestore([...fresh, ...reclaim]);
   }
 
+  /**
+   * `dedupMaxEntries` is a per-instance budget: each assigned partition gets an equal share, rounded
+   * down, at least 1 (docs/exactly-once.md). Recomputed on every assignment.
+   */
+  private dedupEntriesPerPartition(): number {
+    return Math.max(1, Math.floor(this.o.dedupMaxEntries / Math.max(1, this.states.size)));
+  }
+
   private onRebalancing(): void {
+    this.rebalancing = true;
     // Commit what is complete before partitions move; a new owner then re-does less work. Safe even
     // if the commit races the new owner: it either lands before the new owner fences us (and reads
     // offsets) or fails as fenced.
@@ -295,15 +320,36 @@ export class StreamProcessor {
     void old?.close({ commit: false });
     if (error.code === "PRODUCER_FENCED") {
       // Someone initialised our transactional id, which a member only does after being assigned the
-      // partition: our membership is most likely stale and a rebalance is on its way. Reclaiming now
-      // would fence the rightful owner in turn, so wait for the next assignment (onAssigned reclaims
-      // or revokes) and reclaim anyway after a session timeout in case none comes.
-      state.reclaimTimer = setTimeout(reclaim, this.o.sessionTimeoutMs);
+      // partition: our membership may be stale and a rebalance on its way. Reclaiming at once could
+      // fence the rightful owner in turn, so wait for the next assignment (onAssigned reclaims or
+      // revokes). Without one, reclaim after a few heartbeats (jittered): a stale member learns of the
+      // rebalance at its next heartbeat, after which `rebalancing` holds the reclaim back until the
+      // assignment, so the two cannot fence each other in turn (docs/exactly-once.md, "Reclaiming after a fence").
+      // After repeated fences without a commit in between, wait a full session timeout.
+      state.fences++;
+      const reclaimAfterFence = () => {
+        if (this.rebalancing) {
+          // The assignment decides (onAssigned reclaims it if it still lists us, which needs the
+          // timer set); look again in a heartbeat in case the rebalance ends without touching us.
+          state.reclaimTimer = setTimeout(reclaimAfterFence, this.o.heartbeatIntervalMs);
+          state.reclaimTimer.unref?.();
+          return;
+        }
+        reclaim();
+      };
+      state.reclaimTimer = setTimeout(reclaimAfterFence, this.fencedReclaimDelayMs(state.fences));
       state.reclaimTimer.unref?.();
     } else {
       reclaim();
     }
     this.maybeResume();
+  }
+
+  /** Wait before reclaiming a fenced partition still assigned to us, ms. */
+  private fencedReclaimDelayMs(fences: number): number {
+    if (fences > 2) return this.o.sessionTimeoutMs;
+    const base = 2 * this.o.heartbeatIntervalMs + 500;
+    return Math.min(this.o.sessionTimeoutMs, base + Math.floor(Math.random() * this.o.heartbeatIntervalMs));
   }
 
   /**
@@ -316,35 +362,28 @@ export class StreamProcessor {
     const generations = new Map(states.map((s) => [s, s.generation]));
     const current = () =>
       states.filter((s) => s.phase === "restoring" && s.generation === generations.get(s));
+    const stale = (s: PartitionState) =>
+      s.generation !== generations.get(s) || s.phase !== "restoring" || this.stopping;
     try {
-      await Promise.all(
-        states.map(async (s) => {
-          let created: PartitionCommitter | undefined;
-          created = await PartitionCommitter.create({
-            kafka: this.o.kafka,
-            groupId: this.o.groupId,
-            topic: s.tp.topic,
-            partition: s.tp.partition,
-            events: this.o.events,
-            commitIntervalMs: this.o.commitIntervalMs,
-            transactionTimeoutMs: this.o.transactionTimeoutMs,
-            transactions: this.o.transactions,
-            // At-least-once: the offset is committed by our group member after the outputs are acked.
-            commitOffset: (nextOffset) => this.loop.commitOffset(s.tp, nextOffset),
-            offsetCheckpoint: { topic: s.changelogTopic, partition: s.tp.partition },
-            // Only the partition's current committer may reset it; a late failure of a replaced one is moot.
-            onFailure: (error) => {
-              if (created !== undefined && s.committer === created) this.reset(s, error);
-            },
+      // allSettled: every initialisation finishes (and a stale one gives its producer back) before
+      // the failure path closes what was installed, so none is left behind or installs itself late.
+      const inits = await Promise.allSettled(
+        states.map((s) => {
+          const previous = this.producerInits.get(s.key) ?? Promise.resolve();
+          const init = previous.then(() => this.initCommitter(s, stale));
+          const settled = init.then(
+            () => undefined,
+            () => undefined,
+          );
+          this.producerInits.set(s.key, settled);
+          void settled.then(() => {
+            if (this.producerInits.get(s.key) === settled) this.producerInits.delete(s.key);
           });
-          // Revoked, reset again or stopping while we were initialising: give the producer back.
-          if (s.generation !== generations.get(s) || s.phase !== "restoring" || this.stopping) {
-            await created.close({ commit: false });
-            return;
-          }
-          s.committer = created;
+          return init;
         }),
       );
+      const failed = inits.find((r): r is PromiseRejectedResult => r.status === "rejected");
+      if (failed) throw failed.reason;
       const live = current();
       if (live.length === 0) return;
       const offsets = await this.committedOffsets(live.map((s) => s.tp));
@@ -365,7 +404,10 @@ export class StreamProcessor {
         }
       }
       for (const s of current()) {
-        const dedup = new Deduplicator({ ttlMs: this.o.dedupTtlMs, maxEntries: this.o.dedupMaxEntries });
+        const dedup = new Deduplicator({
+          ttlMs: this.o.dedupTtlMs,
+          maxEntries: this.dedupEntriesPerPartition(),
+        });
         const changelog = restored.get(s);
         const stats = dedup.restore(changelog?.entries ?? [], Date.now());
         // The changelog checkpoint is the stable truth after the fence; the group's committed offset
@@ -410,6 +452,45 @@ export class StreamProcessor {
       const still = live.filter((s) => s.phase === "restoring" && s.generation === generations.get(s));
       if (still.length > 0 && !this.stopping) await this.restore(still);
     }
+  }
+
+  /**
+   * Initialises the partition's transactional producer (fencing any previous owner) and installs it,
+   * unless the restore went stale meanwhile (revoked, reset again, stopping): then it is closed here.
+   */
+  private async initCommitter(s: PartitionState, stale: (s: PartitionState) => boolean): Promise<void> {
+    if (stale(s)) return;
+    let created: PartitionCommitter | undefined;
+    created = await PartitionCommitter.create({
+      kafka: this.o.kafka,
+      groupId: this.o.groupId,
+      topic: s.tp.topic,
+      partition: s.tp.partition,
+      events: this.o.events,
+      commitIntervalMs: this.o.commitIntervalMs,
+      transactionTimeoutMs: this.o.transactionTimeoutMs,
+      transactions: this.o.transactions,
+      maxTransactionRecords: this.o.maxTransactionRecords,
+      maxTransactionBytes: this.o.maxTransactionBytes,
+      deadLetterTopic: this.o.deadLetterTopic,
+      // Records waiting for commit count toward maxQueuedRecords; a commit may end the pause.
+      onCommitted: () => {
+        s.fences = 0;
+        this.maybeResume();
+      },
+      // At-least-once: the offset is committed by our group member after the outputs are acked.
+      commitOffset: (nextOffset) => this.loop.commitOffset(s.tp, nextOffset),
+      offsetCheckpoint: { topic: s.changelogTopic, partition: s.tp.partition },
+      // Only the partition's current committer may reset it; a late failure of a replaced one is moot.
+      onFailure: (error) => {
+        if (created !== undefined && s.committer === created) this.reset(s, error);
+      },
+    });
+    if (stale(s)) {
+      await created.close({ commit: false });
+      return;
+    }
+    s.committer = created;
   }
 
   /** Committed offset per partition; without one, the partition's earliest offset. */
@@ -464,6 +545,8 @@ export class StreamProcessor {
     if (!this.backpressured && this.queuedRecords() >= this.o.maxQueuedRecords) {
       this.backpressured = true;
       this.safePause(this.readyPartitions());
+      // Completed records waiting for their transaction count toward the bound: commit them now.
+      for (const s of this.states.values()) if (s.phase === "ready") s.committer?.commitSoon();
       this.emit("consumer.paused", {
         reason: `maxQueuedRecords=${this.o.maxQueuedRecords} reached`,
       });
@@ -719,7 +802,9 @@ export class StreamProcessor {
     stage: DeadLetterStage,
     timestampMs: number,
   ): RecordCompletion {
-    const dl = buildDeadLetter(source, { code, message, stage });
+    // Fits one transaction and one send (and so the broker's default message size limit).
+    const maxBytes = Math.min(this.o.maxTransactionBytes, MAX_SEND_BYTES) - 64;
+    const dl = buildDeadLetter(source, { code, message, stage }, { maxBytes });
     const msg: OutboundMessage = {
       topic: this.o.deadLetterTopic,
       key: dl.key,
@@ -743,14 +828,20 @@ export class StreamProcessor {
     if (generation !== state.generation || !state.committer) return;
     state.committer.complete(offset, completion);
     state.outstanding--;
+    if (this.backpressured) state.committer.commitSoon();
     this.maybeResume();
   }
 
   // ── backpressure and idleness ──────────────────────────────────────────────────────────────────
 
+  /**
+   * Records taken from Kafka and not yet committed: in the batcher, inferring, or completed and
+   * waiting for their transaction. Counting the last kind bounds memory when commits lag behind
+   * a fast model (a long commitIntervalMs, a slow broker).
+   */
   private queuedRecords(): number {
     let n = 0;
-    for (const s of this.states.values()) n += s.outstanding;
+    for (const s of this.states.values()) n += Math.max(s.outstanding, s.committer?.pendingRecords ?? 0);
     return n;
   }
 

@@ -91,6 +91,7 @@ describe("StreamProcessor at-least-once mode (real Kafka, tiny model)", () => {
       results: `${base}.results`,
       deadLetters: `${base}.dlq`,
       dedupChangelog: `${base}.dedup`,
+      groupId: `${base}-group`,
       partitions: 2,
       replicationFactor: 1,
     };

@@ -42,6 +42,7 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
       results: `${base}.results`,
       deadLetters: `${base}.dlq`,
       dedupChangelog: `${base}.dedup`,
+      groupId: `${base}-group`,
       partitions: 3,
       replicationFactor: 1,
     };
@@ -155,10 +156,13 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
     expect(flushReasons.size).toBeGreaterThan(0);
 
     // The changelog holds one committed entry per unique id (read_committed).
-    const changelog = await readCommitted(changelogTopicFor(topics.dedupChangelog, requestTopic), {
-      expected: unique + 4,
-      settleMs: 200,
-    });
+    const changelog = await readCommitted(
+      changelogTopicFor(topics.dedupChangelog, topics.groupId, requestTopic),
+      {
+        expected: unique + 4,
+        settleMs: 200,
+      },
+    );
     const idKeys = changelog.filter((c) => !c.key?.startsWith("\uFFFD")).map((c) => c.key);
     // Every accepted id is remembered, including "poison" whose outcome was a dead letter.
     expect(new Set(idKeys).size).toBe(unique + 3);
@@ -174,6 +178,7 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
       results: `${base}.results`,
       deadLetters: `${base}.dlq`,
       dedupChangelog: `${base}.dedup`,
+      groupId: `${base}-group`,
       partitions,
       replicationFactor: 1,
     };
@@ -337,6 +342,7 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
       results: `${base}.results`,
       deadLetters: `${base}.dlq`,
       dedupChangelog: `${base}.dedup`,
+      groupId: `${base}-group`,
       partitions: 2,
       replicationFactor: 1,
     };
@@ -363,10 +369,13 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
       (r) => decodeResult(r.value as Buffer, r.headers as Record<string, string>).source.topic,
     );
     expect(new Set(sources)).toEqual(new Set(layout.requests));
-    const changelogA = await readCommitted(changelogTopicFor(layout.dedupChangelog, `${base}.a`), {
-      expected: 3,
-      settleMs: 200,
-    });
+    const changelogA = await readCommitted(
+      changelogTopicFor(layout.dedupChangelog, layout.groupId, `${base}.a`),
+      {
+        expected: 3,
+        settleMs: 200,
+      },
+    );
     expect(
       changelogA
         .map((c) => c.key)

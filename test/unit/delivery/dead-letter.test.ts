@@ -35,7 +35,29 @@ describe("buildDeadLetter", () => {
       "sluice.error.partition": "5",
       "sluice.error.offset": "42",
     });
-    expect(Object.values(DEAD_LETTER_HEADERS).every((h) => h in dl.headers)).toBe(true);
+    const always = Object.values(DEAD_LETTER_HEADERS).filter((h) => h !== DEAD_LETTER_HEADERS.valueTruncated);
+    expect(always.every((h) => h in dl.headers)).toBe(true);
+    expect(DEAD_LETTER_HEADERS.valueTruncated in dl.headers).toBe(false);
+  });
+
+  it("cuts a value that would not fit maxBytes to its first bytes and records the original length", () => {
+    const big = { ...source, value: Buffer.alloc(10_000, 0x41) };
+    const error = { code: "DECODE_FAILED", message: "not JSON", stage: "decode" as const };
+    const dl = buildDeadLetter(big, error, { maxBytes: 2000 });
+    expect(dl.headers[DEAD_LETTER_HEADERS.valueTruncated]).toBe("10000");
+    const value = dl.value as Buffer;
+    expect(value.equals(big.value.subarray(0, value.length))).toBe(true);
+    let headerBytes = 0;
+    for (const [k, v] of Object.entries(dl.headers)) {
+      headerBytes += k.length;
+      for (const x of Array.isArray(v) ? v : [v]) headerBytes += Buffer.byteLength(x as string);
+    }
+    expect(big.key.length + value.length + headerBytes).toBeLessThanOrEqual(2000);
+    expect(value.length).toBeGreaterThan(1500);
+    // Fits already: untouched, no header.
+    const small = buildDeadLetter(source, error, { maxBytes: 2000 });
+    expect(small.value).toBe(source.value);
+    expect(DEAD_LETTER_HEADERS.valueTruncated in small.headers).toBe(false);
   });
 
   it("handles null key and value (tombstones) and missing headers", () => {

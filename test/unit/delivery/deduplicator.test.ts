@@ -317,3 +317,24 @@ describe("Deduplicator restore queues tombstones for what it drops", () => {
     expect(new Deduplicator().maxTombstoneBytesPerCall).toBe(64 * 1024);
   });
 });
+
+describe("Deduplicator.setMaxEntries (a per-instance budget re-split on assignment)", () => {
+  it("shrinking evicts the oldest ids at once and tombstones them; growing keeps new ids longer", () => {
+    const d = new Deduplicator({ ttlMs: HOUR, maxEntries: 10 });
+    for (let i = 0; i < 10; i++) d.remember(`id-${i}`, i);
+    d.setMaxEntries(4);
+    expect(d.maxEntries).toBe(4);
+    expect(d.size).toBe(4);
+    expect(Array.from({ length: 10 }, (_, i) => d.seen(`id-${i}`, 100))).toEqual([
+      ...Array(6).fill(false),
+      ...Array(4).fill(true),
+    ]);
+    expect(d.evictExpired(100)).toEqual(
+      Array.from({ length: 6 }, (_, i) => ({ key: `id-${i}`, value: null })),
+    );
+    d.setMaxEntries(8);
+    for (let i = 10; i < 14; i++) d.remember(`id-${i}`, i);
+    expect(d.size).toBe(8);
+    expect(() => d.setMaxEntries(0)).toThrow(RangeError);
+  });
+});

@@ -1,5 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { chunked, type OutboundMessage } from "../../../src/delivery/result-publisher.js";
+import {
+  chunked,
+  classify,
+  isTooLarge,
+  type OutboundMessage,
+} from "../../../src/delivery/result-publisher.js";
 
 const msg = (topic: string, i: number, bytes: number): OutboundMessage => ({
   topic,
@@ -39,5 +44,22 @@ describe("chunked (sendBatch payloads under the broker's record-batch limit)", (
       ["k-3"],
     ]);
     expect(chunked([])).toEqual([]);
+  });
+});
+
+describe("classify (broker size refusals are split, not reset)", () => {
+  it("maps MESSAGE_TOO_LARGE and RECORD_LIST_TOO_LARGE, also wrapped, to PUBLISH_TOO_LARGE", () => {
+    const protocol = (type: string) => Object.assign(new Error(`broker says ${type}`), { type });
+    for (const type of ["MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE"]) {
+      expect(classify(protocol(type), "t", 0, "committing").code).toBe("PUBLISH_TOO_LARGE");
+      const wrapped = Object.assign(new Error("retries exceeded"), { originalError: protocol(type) });
+      expect(isTooLarge(wrapped)).toBe(true);
+      const aggregate = Object.assign(new Error("aggregate"), { errors: [protocol(type)] });
+      expect(isTooLarge(aggregate)).toBe(true);
+    }
+    expect(classify(protocol("INVALID_PRODUCER_EPOCH"), "t", 0, "committing").code).toBe("PRODUCER_FENCED");
+    expect(classify(protocol("NOT_LEADER_FOR_PARTITION"), "t", 0, "committing").code).toBe(
+      "TRANSACTION_FAILED",
+    );
   });
 });
