@@ -4,7 +4,6 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { Worker } from "node:worker_threads";
 import { SluiceError } from "../sluice-error.js";
 import type {
-  FeedNames,
   TensorInfo,
   WorkerHello,
   WorkerInit,
@@ -12,14 +11,8 @@ import type {
   WorkerRunRequest,
 } from "./worker-protocol.js";
 
-export interface InferenceJob {
-  rows: number;
-  seqLen: number;
-  inputIds: BigInt64Array;
-  attentionMask: BigInt64Array;
-  feedNames: FeedNames;
-  outputName: string;
-}
+/** One ORT call's inputs: the wire request without its correlation id (added by the pool). */
+export type InferenceJob = Omit<WorkerRunRequest, "id">;
 
 export interface InferenceJobResult {
   /** [rows, dim] row-major: pooled embeddings or class probabilities. */
