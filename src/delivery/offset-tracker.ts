@@ -14,6 +14,8 @@ export interface CommittableRange<T> {
   completions: T[];
   /** Offsets of those records, same order (a slice can be committed in smaller pieces). */
   offsets: string[];
+  /** True when a limit cut the slice: more completed records were ready behind it. */
+  capped: boolean;
 }
 
 /** Caps one `takeCommittable` slice; it always holds at least one record. */
@@ -70,11 +72,15 @@ export class OffsetTracker<T> {
   takeCommittable(limit?: CommittableLimit<T>): CommittableRange<T> | undefined {
     let end = this.head;
     let bytes = 0;
+    let capped = false;
     while (end < this.slots.length && this.slots[end]?.done) {
       if (limit) {
         const n = end - this.head;
         const size = limit.sizeOf((this.slots[end] as Slot<T>).completion as T);
-        if (n > 0 && (n >= limit.maxRecords || bytes + size > limit.maxBytes)) break;
+        if (n > 0 && (n >= limit.maxRecords || bytes + size > limit.maxBytes)) {
+          capped = true;
+          break;
+        }
         bytes += size;
       }
       end++;
@@ -93,6 +99,7 @@ export class OffsetTracker<T> {
       nextOffset: (last.offset + 1n).toString(),
       completions: taken.map((s) => s.completion as T),
       offsets: taken.map((s) => s.offset.toString()),
+      capped,
     };
   }
 

@@ -8,10 +8,20 @@ describe("OffsetTracker", () => {
     expect(t.complete("6", "b")).toBe(true);
     expect(t.takeCommittable()).toBeUndefined();
     t.complete("5", "a");
-    expect(t.takeCommittable()).toEqual({ nextOffset: "7", completions: ["a", "b"], offsets: ["5", "6"] });
+    expect(t.takeCommittable()).toEqual({
+      nextOffset: "7",
+      completions: ["a", "b"],
+      offsets: ["5", "6"],
+      capped: false,
+    });
     expect(t.size).toBe(1);
     t.complete("7", "c");
-    expect(t.takeCommittable()).toEqual({ nextOffset: "8", completions: ["c"], offsets: ["7"] });
+    expect(t.takeCommittable()).toEqual({
+      nextOffset: "8",
+      completions: ["c"],
+      offsets: ["7"],
+      capped: false,
+    });
     expect(t.takeCommittable()).toBeUndefined();
   });
 
@@ -21,7 +31,12 @@ describe("OffsetTracker", () => {
     t.track("12");
     t.complete("12", 12);
     t.complete("10", 10);
-    expect(t.takeCommittable()).toEqual({ nextOffset: "13", completions: [10, 12], offsets: ["10", "12"] });
+    expect(t.takeCommittable()).toEqual({
+      nextOffset: "13",
+      completions: [10, 12],
+      offsets: ["10", "12"],
+      capped: false,
+    });
   });
 
   it("rejects non-increasing offsets and unknown or repeated completions", () => {
@@ -52,12 +67,29 @@ describe("OffsetTracker", () => {
     for (let o = 0; o < 6; o++) t.track(String(o));
     for (let o = 0; o < 6; o++) t.complete(String(o), o === 3 ? 1000 : 10);
     const limit = { maxRecords: 2, maxBytes: 100, sizeOf: (n: number) => n };
-    expect(t.takeCommittable(limit)).toEqual({ nextOffset: "2", completions: [10, 10], offsets: ["0", "1"] });
+    expect(t.takeCommittable(limit)).toEqual({
+      nextOffset: "2",
+      completions: [10, 10],
+      offsets: ["0", "1"],
+      capped: true,
+    });
     // 10 + 1000 > 100: the big one waits for its own slice.
-    expect(t.takeCommittable(limit)).toEqual({ nextOffset: "3", completions: [10], offsets: ["2"] });
-    expect(t.takeCommittable(limit)).toEqual({ nextOffset: "4", completions: [1000], offsets: ["3"] });
+    expect(t.takeCommittable(limit)).toEqual({
+      nextOffset: "3",
+      completions: [10],
+      offsets: ["2"],
+      capped: true,
+    });
+    expect(t.takeCommittable(limit)).toEqual({
+      nextOffset: "4",
+      completions: [1000],
+      offsets: ["3"],
+      capped: true,
+    });
     expect(t.size).toBe(2);
-    expect(t.takeCommittable(limit)?.offsets).toEqual(["4", "5"]);
+    const rest = t.takeCommittable(limit);
+    expect(rest?.offsets).toEqual(["4", "5"]);
+    expect(rest?.capped).toBe(false); // nothing was left behind it
     expect(t.takeCommittable(limit)).toBeUndefined();
   });
 });
