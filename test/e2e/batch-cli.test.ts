@@ -1,38 +1,22 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTinyModel, TINY_VOCAB } from "../support/tiny-onnx.js";
+import { startCli } from "../support/cli-process.js";
+import { createTinyModel, TINY_VOCAB, tinyModelConfigYaml } from "../support/tiny-onnx.js";
 
 /** `sluice batch` as a child process over the tiny ONNX model (real onnxruntime, fast and exact). */
-const root = join(import.meta.dirname, "..", "..");
 let dir: string;
 let configPath: string;
 let input: string;
 const N = 60;
 const WORDS = TINY_VOCAB.slice(4);
 
-function runCli(args: string[], env: Record<string, string> = {}): ChildProcess {
-  return spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "-c", configPath, ...args], {
-    cwd: root,
-    env: { ...cleanEnv(), ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-}
-
-async function run(
-  args: string[],
-  env: Record<string, string> = {},
-): Promise<{ code: number | null; out: string }> {
-  const child = runCli(args, env);
-  let out = "";
-  child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
-  child.stderr!.on("data", (d: Buffer) => (out += d.toString()));
-  const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
-  return { code, out };
-}
+/** `sluice -c <tiny model config> …args`, started (for signals) or run to completion. */
+const batchCli = (args: string[], env: Record<string, string> = {}) =>
+  startCli(["-c", configPath, ...args], env);
+const run = (args: string[], env: Record<string, string> = {}) => batchCli(args, env).done;
 
 async function partFiles(out: string): Promise<string[]> {
   return (await readdir(out)).filter((n) => /part-\d+\.jsonl$/.test(n)).sort();
@@ -61,10 +45,7 @@ beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "sluice-batch-e2e-"));
   const model = await createTinyModel(join(dir, "model"), { task: "embedding" });
   configPath = join(dir, "sluice.yaml");
-  await writeFile(
-    configPath,
-    `model:\n  name: tiny\n  path: ${model.modelPath}\n  tokenizerPath: ${model.tokenizerPath}\n`,
-  );
+  await writeFile(configPath, tinyModelConfigYaml(model));
   input = join(dir, "in.jsonl");
   const lines = allIds.map((id, i) => {
     const text =
@@ -79,18 +60,11 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-/** The runner's own SLUICE_* and KAFKA_BROKERS must not leak into the command under test. */
-function cleanEnv(): Record<string, string | undefined> {
-  return Object.fromEntries(
-    Object.entries(process.env).filter(([k]) => k !== "KAFKA_BROKERS" && !k.startsWith("SLUICE_")),
-  );
-}
-
 describe("sluice batch (CLI)", () => {
   it("survives SIGKILL mid-run: rerunning the same command completes with every id exactly once", async () => {
     const out = join(dir, "killed");
     const args = ["batch", "--input", input, "--output", out, "--shard-size", "10", "--batch-size", "4"];
-    const child = runCli(args, { SLUICE_TEST_SHARD_DELAY_MS: "400" });
+    const { child } = batchCli(args, { SLUICE_TEST_SHARD_DELAY_MS: "400" });
     // Wait until at least two shards are checkpointed, then kill without any chance to clean up.
     const deadline = Date.now() + 30_000;
     for (;;) {
@@ -135,9 +109,9 @@ describe("sluice batch (CLI)", () => {
   it("SIGINT stops after the shard in progress with exit code 130; the same command resumes", async () => {
     const out = join(dir, "interrupted");
     const args = ["batch", "--input", input, "--output", out, "--shard-size", "10"];
-    const child = runCli(args, { SLUICE_TEST_SHARD_DELAY_MS: "300" });
+    const { child } = batchCli(args, { SLUICE_TEST_SHARD_DELAY_MS: "300" });
     let log = "";
-    child.stderr!.on("data", (d: Buffer) => (log += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (log += d.toString()));
     const closed = new Promise<number | null>((resolve) => child.on("close", resolve));
     for (const deadline = Date.now() + 30_000; ; ) {
       const m = await manifest(out).catch(() => null);

@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -6,11 +5,17 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readKafkaRanges } from "../../src/batch/kafka-range-reader.js";
 import { encodeRequest } from "../../src/contracts/request-codec.js";
 import { decodeResult } from "../../src/contracts/result-codec.js";
-import { createTopics, testBrokers, testKafka, uniqueName } from "../support/kafka-harness.js";
-import { createTinyModel, TINY_VOCAB } from "../support/tiny-onnx.js";
+import { startCli } from "../support/cli-process.js";
+import {
+  createTopics,
+  testBrokers,
+  testKafka,
+  transactionalProducer,
+  uniqueName,
+} from "../support/kafka-harness.js";
+import { createTinyModel, TINY_VOCAB, tinyModelConfigYaml } from "../support/tiny-onnx.js";
 
 /** `sluice batch kafka:IN → kafka:OUT` as a child process, killed with SIGKILL inside a transaction. */
-const root = join(import.meta.dirname, "..", "..");
 let dir: string;
 let configPath: string;
 const WORDS = TINY_VOCAB.slice(4);
@@ -19,36 +24,14 @@ beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "sluice-batch-kafka-e2e-"));
   const model = await createTinyModel(join(dir, "model"), { task: "embedding" });
   configPath = join(dir, "sluice.yaml");
-  await writeFile(
-    configPath,
-    `model:\n  name: tiny\n  path: ${model.modelPath}\n  tokenizerPath: ${model.tokenizerPath}\n`,
-  );
+  await writeFile(configPath, tinyModelConfigYaml(model));
 });
 afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-function cli(args: string[], env: Record<string, string> = {}) {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "-c", configPath, ...args], {
-    cwd: root,
-    env: { ...cleanEnv(), KAFKA_BROKERS: testBrokers().join(","), ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let out = "";
-  child.stdout.on("data", (d: Buffer) => (out += d.toString()));
-  child.stderr.on("data", (d: Buffer) => (out += d.toString()));
-  const done = new Promise<{ code: number | null; out: string }>((resolve) =>
-    child.on("close", (code) => resolve({ code, out })),
-  );
-  return { child, done };
-}
-
-/** The runner's own SLUICE_* and KAFKA_BROKERS must not leak into the command under test. */
-function cleanEnv(): Record<string, string | undefined> {
-  return Object.fromEntries(
-    Object.entries(process.env).filter(([k]) => k !== "KAFKA_BROKERS" && !k.startsWith("SLUICE_")),
-  );
-}
+const cli = (args: string[], env: Record<string, string> = {}) =>
+  startCli(["-c", configPath, ...args], { KAFKA_BROKERS: testBrokers().join(","), ...env });
 
 describe("sluice batch kafka → kafka (CLI)", () => {
   it("after SIGKILL inside a shard transaction, a rerun publishes every committed input id exactly once", async () => {
@@ -60,11 +43,7 @@ describe("sluice batch kafka → kafka (CLI)", () => {
       { topic: output, numPartitions: 2 },
     ]);
     const ids = Array.from({ length: 40 }, (_, i) => `q${i}`);
-    const producer = kafka.producer({
-      transactionalId: uniqueName("tx"),
-      idempotent: true,
-      maxInFlightRequests: 1,
-    });
+    const producer = transactionalProducer(uniqueName("tx"), kafka);
     await producer.connect();
     const send = async (batch: string[], commit: boolean) => {
       const txn = await producer.transaction();

@@ -4,21 +4,28 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { decodeHeartbeat } from "../../src/contracts/freshness-heartbeat.js";
-import { decodeResult } from "../../src/contracts/result-codec.js";
 import type { GroupStatus } from "../../src/observability/group-status.js";
 import { runCli } from "../support/cli-process.js";
-import { createTopics, testBrokers, testKafka, uniqueName } from "../support/kafka-harness.js";
 import {
+  createTopics,
+  produceMessages,
+  testBrokers,
+  testKafka,
+  uniqueName,
+} from "../support/kafka-harness.js";
+import {
+  killLeftovers,
   type MetricSample,
   metricsUrlOf,
   readCommitted,
+  resultIds,
   type ServeProcess,
   scrapeMetrics,
   serveEnv,
   startServe,
   waitForProgress,
 } from "../support/serve-process.js";
-import { createTinyModel } from "../support/tiny-onnx.js";
+import { createTinyModel, tinyModelEnv } from "../support/tiny-onnx.js";
 
 // Issue 5 acceptance end to end: the real `sluice serve` (child process, real Kafka) with the tiny
 // generated model — these checks are about what the process reports, not about the model, and the
@@ -77,19 +84,10 @@ describe("observability of a real `sluice serve`", () => {
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "sluice-obs-serve-"));
     const tiny = await createTinyModel(dir, { task: "embedding" });
-    modelEnv = {
-      SLUICE_MODEL__PATH: tiny.modelPath,
-      SLUICE_MODEL__TOKENIZER_PATH: tiny.tokenizerPath,
-      SLUICE_MODEL__NAME: "tiny",
-      SLUICE_MODEL__MAX_SEQUENCE_TOKENS: "32",
-      SLUICE_BATCHING__MAX_BATCH_TOKENS: "1024",
-    };
+    modelEnv = tinyModelEnv(tiny);
     await createTopics([{ topic, numPartitions: 2 }]);
   });
-  afterEach(() => {
-    for (const p of procs.splice(0))
-      if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill("SIGKILL");
-  });
+  afterEach(() => killLeftovers(procs));
   afterAll(async () => {
     await rm(dir, { recursive: true, force: true });
   });
@@ -116,15 +114,8 @@ describe("observability of a real `sluice serve`", () => {
     }
   }
 
-  async function produce(messages: { key: string; value: Buffer; timestamp?: string }[]): Promise<void> {
-    const producer = testKafka().producer();
-    await producer.connect();
-    try {
-      await producer.send({ topic, messages });
-    } finally {
-      await producer.disconnect();
-    }
-  }
+  const produce = (messages: { key: string; value: Buffer; timestamp?: string }[]) =>
+    produceMessages(topic, messages);
 
   const json = (o: unknown) => Buffer.from(JSON.stringify(o));
 
@@ -263,10 +254,7 @@ describe("observability of a real `sluice serve`", () => {
       settleMs: 300,
       timeoutMs: 15_000,
     });
-    expect(
-      new Set(results.map((r) => decodeResult(r.value as Buffer, r.headers as Record<string, string>).id))
-        .size,
-    ).toBe(UNIQUE);
+    expect(new Set(resultIds(results)).size).toBe(UNIQUE);
 
     // Heartbeats: one per owned partition per interval, "complete up to" advancing while idle.
     const beats = (

@@ -1,9 +1,11 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { encodeRequest } from "../../src/contracts/request-codec.js";
-import { decodeResult } from "../../src/contracts/result-codec.js";
-import { createTopics, testKafka, uniqueName } from "../support/kafka-harness.js";
+import { createTopics, produceMessages, uniqueName } from "../support/kafka-harness.js";
 import {
+  decodeResults,
+  killLeftovers,
   readCommitted,
+  resultIds,
   type ServeProcess,
   serveEnv,
   startServe,
@@ -20,18 +22,13 @@ const MALFORMED = 90;
 
 describe("sluice serve survives SIGKILL without loss or duplicates", () => {
   const procs: ServeProcess[] = [];
-  afterEach(() => {
-    for (const p of procs)
-      if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill("SIGKILL");
-  });
+  afterEach(() => killLeftovers(procs));
 
   it("crash mid-stream, restart: exactly once", async () => {
     const base = uniqueName("crash");
     const topic = `${base}.requests`;
     const group = `${base}-group`;
     await createTopics([{ topic, numPartitions: 3 }]);
-    const producer = testKafka().producer();
-    await producer.connect();
     const messages: { key: string; value: Buffer; headers?: Record<string, string> }[] = [];
     const phrases = [
       "kafka streams",
@@ -58,10 +55,7 @@ describe("sluice serve survives SIGKILL without loss or duplicates", () => {
     const badCount = messages.filter((m) => m.key.startsWith("bad-")).length;
     expect(dupCount).toBeGreaterThan(300);
     expect(badCount).toBeGreaterThan(80);
-    for (let i = 0; i < messages.length; i += 500) {
-      await producer.send({ topic, messages: messages.slice(i, i + 500) });
-    }
-    await producer.disconnect();
+    await produceMessages(topic, messages, { chunkSize: 500 });
     const total = messages.length;
 
     const env = serveEnv(base, { SLUICE_DELIVERY__COMMIT_INTERVAL_MS: "100" });
@@ -86,15 +80,13 @@ describe("sluice serve survives SIGKILL without loss or duplicates", () => {
     expect((await second.exited).code).toBe(0);
 
     const results = await readCommitted(`${base}.results`, { expected: UNIQUE, settleMs: 1000 });
-    const ids = results.map((r) => decodeResult(r.value as Buffer, r.headers as Record<string, string>).id);
+    const ids = resultIds(results);
     const counts = new Map<string, number>();
     for (const id of ids) counts.set(id, (counts.get(id) ?? 0) + 1);
     const doubled = [...counts].filter(([, n]) => n > 1);
     expect(doubled).toEqual([]);
     expect(counts.size).toBe(UNIQUE);
-    const statuses = new Set(
-      results.map((r) => decodeResult(r.value as Buffer, r.headers as Record<string, string>).status),
-    );
+    const statuses = new Set(decodeResults(results).map((r) => r.status));
     expect(statuses).toEqual(new Set(["ok"]));
 
     const dead = await readCommitted(`${base}.dlq`, { expected: badCount, settleMs: 500 });

@@ -5,7 +5,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { decodeResult } from "../../src/contracts/result-codec.js";
 import { createTopics, uniqueName } from "../support/kafka-harness.js";
 import {
+  killLeftovers,
   readCommitted,
+  resultIds,
   type SentTraffic,
   type ServeProcess,
   serveEnv,
@@ -13,7 +15,7 @@ import {
   startTraffic,
   waitForProgress,
 } from "../support/serve-process.js";
-import { createTinyModel } from "../support/tiny-onnx.js";
+import { createTinyModel, tinyModelEnv } from "../support/tiny-onnx.js";
 
 // Group mechanics (zombie fencing, rebalances) with the tiny generated model: these tests are about
 // Kafka ownership, and the real model would only make them slower on 2 cores (the crash test uses it).
@@ -25,22 +27,9 @@ describe("sluice serve in a consumer group", () => {
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "sluice-group-"));
     const tiny = await createTinyModel(dir, { task: "embedding" });
-    modelEnv = {
-      SLUICE_MODEL__PATH: tiny.modelPath,
-      SLUICE_MODEL__TOKENIZER_PATH: tiny.tokenizerPath,
-      SLUICE_MODEL__NAME: "tiny",
-      SLUICE_MODEL__MAX_SEQUENCE_TOKENS: "32",
-      SLUICE_BATCHING__MAX_BATCH_TOKENS: "1024",
-    };
+    modelEnv = tinyModelEnv(tiny);
   });
-  afterEach(() => {
-    for (const p of procs.splice(0)) {
-      if (p.child.exitCode === null && p.child.signalCode === null) {
-        p.child.kill("SIGCONT");
-        p.child.kill("SIGKILL");
-      }
-    }
-  });
+  afterEach(() => killLeftovers(procs));
   afterAll(async () => {
     await rm(dir, { recursive: true, force: true });
   });
@@ -48,10 +37,7 @@ describe("sluice serve in a consumer group", () => {
   async function verify(base: string, sent: SentTraffic): Promise<void> {
     const results = await readCommitted(`${base}.results`, { expected: sent.validIds.size, settleMs: 1000 });
     const counts = new Map<string, number>();
-    for (const r of results) {
-      const id = decodeResult(r.value as Buffer, r.headers as Record<string, string>).id;
-      counts.set(id, (counts.get(id) ?? 0) + 1);
-    }
+    for (const id of resultIds(results)) counts.set(id, (counts.get(id) ?? 0) + 1);
     const doubled = [...counts].filter(([, n]) => n > 1);
     if (doubled.length > 0) {
       // Diagnostics: where each copy came from and what the instances logged.

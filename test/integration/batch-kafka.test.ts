@@ -13,7 +13,13 @@ import { PartFileSink } from "../../src/batch/part-file-sink.js";
 import { encodeRequest } from "../../src/contracts/request-codec.js";
 import { decodeResult } from "../../src/contracts/result-codec.js";
 import { ModelRunner } from "../../src/model/model-runner.js";
-import { createTopics, testKafka, uniqueName } from "../support/kafka-harness.js";
+import {
+  createTopics,
+  produceMessages,
+  testKafka,
+  transactionalProducer,
+  uniqueName,
+} from "../support/kafka-harness.js";
 import { createTinyModel, TINY_VOCAB } from "../support/tiny-onnx.js";
 
 let dir: string;
@@ -43,14 +49,8 @@ async function produce(topic: string, ids: string[], how: "plain" | "commit" | "
     const { value, headers } = encodeRequest({ id, text: text(Number(id.replace(/\D/g, ""))) }, "json");
     return { key: id, value, headers, partition };
   });
-  if (how === "plain") {
-    const p = kafka.producer();
-    await p.connect();
-    await p.send({ topic, messages });
-    await p.disconnect();
-    return;
-  }
-  const p = kafka.producer({ transactionalId: uniqueName("tx"), idempotent: true, maxInFlightRequests: 1 });
+  if (how === "plain") return produceMessages(topic, messages, { kafka });
+  const p = transactionalProducer(uniqueName("tx"), kafka);
   await p.connect();
   const txn = await p.transaction();
   await txn.send({ topic, messages });

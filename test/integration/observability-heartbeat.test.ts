@@ -1,33 +1,16 @@
-import type { Kafka } from "kafkajs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readFreshness } from "../../src/client/freshness-reader.js";
 import { type FreshnessHeartbeat as Beat, decodeHeartbeat } from "../../src/contracts/freshness-heartbeat.js";
 import { FreshnessHeartbeat } from "../../src/observability/freshness-heartbeat.js";
 import { LagMonitor } from "../../src/observability/lag-monitor.js";
 import { SluiceEvents } from "../../src/observability/sluice-events.js";
-import { createTopics, testBrokers, testKafka, uniqueName } from "../support/kafka-harness.js";
-
-/** Commits consumer-group offsets the way the processor does: a transactional producer's sendOffsets. */
-async function commitOffsets(
-  kafka: Kafka,
-  groupId: string,
-  topic: string,
-  partitions: { partition: number; offset: string }[],
-): Promise<void> {
-  const producer = kafka.producer({
-    transactionalId: uniqueName("obs-tx"),
-    idempotent: true,
-    maxInFlightRequests: 1,
-  });
-  await producer.connect();
-  try {
-    const tx = await producer.transaction();
-    await tx.sendOffsets({ consumerGroupId: groupId, topics: [{ topic, partitions }] });
-    await tx.commit();
-  } finally {
-    await producer.disconnect();
-  }
-}
+import {
+  commitGroupOffsets,
+  createTopics,
+  testBrokers,
+  testKafka,
+  uniqueName,
+} from "../support/kafka-harness.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -105,7 +88,7 @@ describe("FreshnessHeartbeat against a real broker", () => {
     await sleep(1500);
 
     // Commit partition 0 to its end, the way the processor does (and say so on the event bus).
-    await commitOffsets(kafka, groupId, input, [{ partition: 0, offset: "3" }]);
+    await commitGroupOffsets(kafka, groupId, input, [{ partition: 0, offset: "3" }]);
     events.emit("transaction.finished", {
       topic: input,
       partition: 0,

@@ -1,4 +1,3 @@
-import type { Kafka } from "kafkajs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { formatStatusTable } from "../../src/cli/status-command.js";
 import { readGroupStatus } from "../../src/observability/group-status.js";
@@ -6,31 +5,9 @@ import { InFlightRecords } from "../../src/observability/in-flight-records.js";
 import { LagMonitor } from "../../src/observability/lag-monitor.js";
 import { SluiceMetrics } from "../../src/observability/metrics.js";
 import { type LagSample, SluiceEvents } from "../../src/observability/sluice-events.js";
-import { createTopics, testKafka, uniqueName } from "../support/kafka-harness.js";
+import { commitGroupOffsets, createTopics, testKafka, uniqueName } from "../support/kafka-harness.js";
 
 const HOUR_MS = 3_600_000;
-
-/** Commits consumer-group offsets the way the processor does: a transactional producer's sendOffsets. */
-async function commitOffsets(
-  kafka: Kafka,
-  groupId: string,
-  topic: string,
-  partitions: { partition: number; offset: string }[],
-): Promise<void> {
-  const producer = kafka.producer({
-    transactionalId: uniqueName("obs-tx"),
-    idempotent: true,
-    maxInFlightRequests: 1,
-  });
-  await producer.connect();
-  try {
-    const tx = await producer.transaction();
-    await tx.sendOffsets({ consumerGroupId: groupId, topics: [{ topic, partitions }] });
-    await tx.commit();
-  } finally {
-    await producer.disconnect();
-  }
-}
 
 /** Parses one gauge value out of Prometheus text exposition. */
 function gaugeValue(text: string, name: string, labels: Record<string, string>): number | undefined {
@@ -107,7 +84,7 @@ describe("LagMonitor and lag/freshness gauges against a real broker", () => {
   });
 
   it("after partial and then full commits: lag 1 with freshness ~1h, then lag 0 and lag seconds 0", async () => {
-    await commitOffsets(kafka, groupId, topic, [{ partition: 0, offset: "9" }]);
+    await commitGroupOffsets(kafka, groupId, topic, [{ partition: 0, offset: "9" }]);
     let s = await sampleUntil(monitor, (x) => x.partitions[0]!.committedOffset === "9");
     let p0 = s.partitions.find((p) => p.partition === 0)!;
     expect(p0).toMatchObject({ committedOffset: "9", lagRecords: 1 });
@@ -119,7 +96,7 @@ describe("LagMonitor and lag/freshness gauges against a real broker", () => {
     expect(freshness).toBeGreaterThan(3590);
     expect(freshness).toBeLessThan(3700);
 
-    await commitOffsets(kafka, groupId, topic, [
+    await commitGroupOffsets(kafka, groupId, topic, [
       { partition: 0, offset: "10" },
       { partition: 1, offset: "5" },
     ]);

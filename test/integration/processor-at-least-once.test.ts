@@ -3,23 +3,27 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Kafka } from "kafkajs";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { encodeRequest } from "../../src/contracts/request-codec.js";
-import { decodeResult } from "../../src/contracts/result-codec.js";
 import { PartitionCommitter } from "../../src/kafka/partition-committer.js";
 import { ensureTopics } from "../../src/kafka/topic-admin.js";
 import { ModelRunner } from "../../src/model/model-runner.js";
 import { SluiceEvents } from "../../src/observability/sluice-events.js";
 import { StreamProcessor } from "../../src/processor/stream-processor.js";
 import type { StreamProcessorOptions } from "../../src/processor/stream-processor-options.js";
-import { createTopics, testKafka, uniqueName } from "../support/kafka-harness.js";
+import { createTopics, produceMessages, testKafka, uniqueName } from "../support/kafka-harness.js";
+import { layoutOptions, processorLayout } from "../support/processor-layout.js";
+import { jsonRequestMessages } from "../support/request-messages.js";
 import {
+  groupProgress,
+  killLeftovers,
   readCommitted,
+  resultIds,
   type ServeProcess,
   serveEnv,
   startServe,
   waitForProgress,
 } from "../support/serve-process.js";
-import { createTinyModel } from "../support/tiny-onnx.js";
+import { countOutcomes } from "../support/sluice-events-fixtures.js";
+import { createTinyModel, tinyModelEnv } from "../support/tiny-onnx.js";
 
 // delivery.transactions=false: idempotent producer, then consumer.commitOffsets. Real broker, tiny model.
 describe("StreamProcessor at-least-once mode (real Kafka, tiny model)", () => {
@@ -31,13 +35,7 @@ describe("StreamProcessor at-least-once mode (real Kafka, tiny model)", () => {
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "sluice-alo-"));
     const tiny = await createTinyModel(dir, { task: "embedding" });
-    modelEnv = {
-      SLUICE_MODEL__PATH: tiny.modelPath,
-      SLUICE_MODEL__TOKENIZER_PATH: tiny.tokenizerPath,
-      SLUICE_MODEL__NAME: "tiny",
-      SLUICE_MODEL__MAX_SEQUENCE_TOKENS: "32",
-      SLUICE_BATCHING__MAX_BATCH_TOKENS: "1024",
-    };
+    modelEnv = tinyModelEnv(tiny);
     model = await ModelRunner.create({
       modelPath: tiny.modelPath,
       tokenizerPath: tiny.tokenizerPath,
@@ -45,10 +43,7 @@ describe("StreamProcessor at-least-once mode (real Kafka, tiny model)", () => {
     });
   });
 
-  afterEach(() => {
-    for (const p of procs.splice(0))
-      if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill("SIGKILL");
-  });
+  afterEach(() => killLeftovers(procs));
 
   afterAll(async () => {
     await model?.close();
@@ -56,45 +51,13 @@ describe("StreamProcessor at-least-once mode (real Kafka, tiny model)", () => {
   });
 
   async function produce(kafka: Kafka, topic: string, ids: string[]): Promise<void> {
-    const producer = kafka.producer();
-    await producer.connect();
-    await producer.send({
-      topic,
-      messages: ids.map((id) => ({ key: id, ...encodeRequest({ id, text: "the cat sat" }, "json") })),
-    });
-    await producer.disconnect();
+    await produceMessages(topic, jsonRequestMessages(ids, "the cat sat"), { kafka });
   }
-
-  async function offsets(kafka: Kafka, groupId: string, topic: string) {
-    const admin = kafka.admin();
-    await admin.connect();
-    try {
-      const [committed] = await admin.fetchOffsets({ groupId, topics: [topic] });
-      const ends = await admin.fetchTopicOffsets(topic);
-      return {
-        committed: (committed?.partitions ?? []).reduce((n, p) => n + Math.max(0, Number(p.offset)), 0),
-        end: ends.reduce((n, p) => n + Number(p.high), 0),
-      };
-    } finally {
-      await admin.disconnect();
-    }
-  }
-
-  const ids = (records: { value: Buffer | null; headers: unknown }[]) =>
-    records.map((r) => decodeResult(r.value as Buffer, r.headers as Record<string, string>).id);
 
   it("publishes without transactions, commits group offsets, and resumes after them on restart", async () => {
     const kafka = testKafka();
     const base = uniqueName("alo");
-    const layout = {
-      requests: [`${base}.requests`],
-      results: `${base}.results`,
-      deadLetters: `${base}.dlq`,
-      dedupChangelog: `${base}.dedup`,
-      groupId: `${base}-group`,
-      partitions: 2,
-      replicationFactor: 1,
-    };
+    const layout = processorLayout(base, { partitions: 2 });
     await ensureTopics(kafka, layout);
     const requestTopic = layout.requests[0] as string;
     const groupId = `${base}-group`;
@@ -102,11 +65,7 @@ describe("StreamProcessor at-least-once mode (real Kafka, tiny model)", () => {
       kafka,
       model,
       events,
-      groupId,
-      requestTopics: layout.requests,
-      resultsTopic: layout.results,
-      deadLetterTopic: layout.deadLetters,
-      dedupChangelogBase: layout.dedupChangelog,
+      ...layoutOptions(layout),
       transactions: false,
       commitIntervalMs: 50,
       sessionTimeoutMs: 6000,
@@ -115,56 +74,47 @@ describe("StreamProcessor at-least-once mode (real Kafka, tiny model)", () => {
 
     const first = Array.from({ length: 60 }, (_, i) => `a-${i}`);
     await produce(kafka, requestTopic, first);
-    const producer = kafka.producer();
-    await producer.connect();
-    await producer.send({ topic: requestTopic, messages: [{ key: "bad", value: Buffer.from("{not json") }] });
-    await producer.disconnect();
+    await produceMessages(requestTopic, [{ key: "bad", value: Buffer.from("{not json") }], { kafka });
 
     const events1 = new SluiceEvents();
-    const outcomes1 = { result: 0, dead_letter: 0, duplicate: 0 };
-    events1.on("record.outcome", (e) => {
-      outcomes1[e.outcome]++;
-    });
+    const outcomes1 = countOutcomes(events1);
     const p1 = new StreamProcessor(options(events1));
     await p1.start();
     const results1 = await readCommitted(layout.results, { expected: first.length, settleMs: 500 });
     const dlq = await readCommitted(layout.deadLetters, { expected: 1, settleMs: 200 });
     // Offsets are committed by the group member once the outputs are acked: wait for the last commit.
     for (let i = 0; i < 50; i++) {
-      const o = await offsets(kafka, groupId, requestTopic);
+      const o = await groupProgress(groupId, requestTopic);
       if (o.committed === o.end) break;
       await new Promise((r) => setTimeout(r, 100));
     }
-    const afterFirst = await offsets(kafka, groupId, requestTopic);
+    const afterFirst = await groupProgress(groupId, requestTopic);
     await p1.close();
 
-    expect(ids(results1).sort()).toEqual([...first].sort());
+    expect(resultIds(results1).sort()).toEqual([...first].sort());
     expect(dlq.length).toBe(1);
     expect(outcomes1).toEqual({ result: 60, dead_letter: 1, duplicate: 0 });
     expect(afterFirst).toEqual({ committed: 61, end: 61 });
     // No transactions: no commit markers take offsets in the results topic, so its end offsets equal
     // the record count (with transactions every commit adds a marker per partition written).
-    expect((await offsets(kafka, `${base}-nobody`, layout.results)).end).toBe(60);
+    expect((await groupProgress(`${base}-nobody`, layout.results)).end).toBe(60);
 
     // Restart: a new processor must start after the committed offsets (no reprocessing of a-*), and
     // dedup restored from the changelog turns repeated ids into counted duplicates.
     const second = Array.from({ length: 20 }, (_, i) => `b-${i}`);
     await produce(kafka, requestTopic, [...second, "a-1", "a-2", "a-3"]);
     const events2 = new SluiceEvents();
-    const outcomes2 = { result: 0, dead_letter: 0, duplicate: 0 };
-    events2.on("record.outcome", (e) => {
-      outcomes2[e.outcome]++;
-    });
+    const outcomes2 = countOutcomes(events2);
     const p2 = new StreamProcessor(options(events2));
     await p2.start();
     const results2 = await readCommitted(layout.results, { expected: 80, settleMs: 1000, timeoutMs: 30_000 });
-    for (let i = 0; i < 50 && (await offsets(kafka, groupId, requestTopic)).committed < 84; i++) {
+    for (let i = 0; i < 50 && (await groupProgress(groupId, requestTopic)).committed < 84; i++) {
       await new Promise((r) => setTimeout(r, 100));
     }
-    const afterSecond = await offsets(kafka, groupId, requestTopic);
+    const afterSecond = await groupProgress(groupId, requestTopic);
     await p2.close();
 
-    const all = ids(results2);
+    const all = resultIds(results2);
     expect(all.length).toBe(80);
     expect(new Set(all).size).toBe(80);
     expect(outcomes2).toEqual({ result: 20, dead_letter: 0, duplicate: 3 });
@@ -177,18 +127,9 @@ describe("StreamProcessor at-least-once mode (real Kafka, tiny model)", () => {
     const group = `${base}-group`;
     await createTopics([{ topic, numPartitions: 3 }]);
     const total = 12_000;
-    const producer = testKafka().producer();
-    await producer.connect();
-    for (let i = 0; i < total; i += 1000) {
-      await producer.send({
-        topic,
-        messages: Array.from({ length: 1000 }, (_, j) => {
-          const id = `k-${i + j}`;
-          return { key: id, ...encodeRequest({ id, text: "the cat sat on the mat" }, "json") };
-        }),
-      });
-    }
-    await producer.disconnect();
+    const ids = Array.from({ length: total }, (_, n) => `k-${n}`);
+    const requests = jsonRequestMessages(ids, "the cat sat on the mat");
+    await produceMessages(topic, requests, { chunkSize: 1000 });
     const env = serveEnv(base, { ...modelEnv, SLUICE_DELIVERY__TRANSACTIONS: "false" });
     const first = startServe([], env);
     procs.push(first);
@@ -206,7 +147,7 @@ describe("StreamProcessor at-least-once mode (real Kafka, tiny model)", () => {
 
     const results = await readCommitted(`${base}.results`, { expected: total, settleMs: 1500 });
     const counts = new Map<string, number>();
-    for (const id of ids(results)) counts.set(id, (counts.get(id) ?? 0) + 1);
+    for (const id of resultIds(results)) counts.set(id, (counts.get(id) ?? 0) + 1);
     // No loss: every request has a result.
     expect(counts.size).toBe(total);
     // Only records above the offsets committed at the kill can be redone; dedup restored from the

@@ -1,6 +1,5 @@
 import { describe, expect, it } from "vitest";
 import { encodeRequest } from "../../src/contracts/request-codec.js";
-import { decodeResult } from "../../src/contracts/result-codec.js";
 import { DEAD_LETTER_HEADERS } from "../../src/delivery/dead-letter.js";
 import { OUTPUT_TOO_LARGE } from "../../src/kafka/partition-committer.js";
 import { changelogTopicFor, ensureTopics } from "../../src/kafka/topic-admin.js";
@@ -8,25 +7,17 @@ import { NoopModel } from "../../src/model/noop-model.js";
 import { SluiceEvents } from "../../src/observability/sluice-events.js";
 import { StreamProcessor } from "../../src/processor/stream-processor.js";
 import type { StreamProcessorOptions } from "../../src/processor/stream-processor-options.js";
-import { createTopics, testKafka, uniqueName } from "../support/kafka-harness.js";
-import { readCommitted } from "../support/serve-process.js";
+import { createTopics, produceMessages, testKafka, uniqueName } from "../support/kafka-harness.js";
+import { layoutOptions, type ProcessorLayout, processorLayout } from "../support/processor-layout.js";
+import { readCommitted, resultIds } from "../support/serve-process.js";
+import { countOutcomes } from "../support/sluice-events-fixtures.js";
 
 // Size limits, backpressure of records waiting for commit, and group scoping of the changelog, on the
 // real broker. The no-op model keeps inference out of the way: what is under test is Kafka mechanics.
 describe("StreamProcessor limits (real Kafka, no-op model)", () => {
   const model = new NoopModel({ dimensions: 16 });
 
-  function layoutFor(base: string, groupId = `${base}-group`) {
-    return {
-      requests: [`${base}.requests`],
-      results: `${base}.results`,
-      deadLetters: `${base}.dlq`,
-      dedupChangelog: `${base}.dedup`,
-      groupId,
-      partitions: 1,
-      replicationFactor: 1,
-    };
-  }
+  const layoutFor = (base: string, groupId = `${base}-group`) => processorLayout(base, { groupId });
 
   function watch(events: SluiceEvents) {
     const tx = { committed: 0, aborted: 0, failed: 0, fenced: 0, maxRecords: 0 };
@@ -40,7 +31,7 @@ describe("StreamProcessor limits (real Kafka, no-op model)", () => {
   }
 
   function options(
-    layout: ReturnType<typeof layoutFor>,
+    layout: ProcessorLayout,
     events: SluiceEvents,
     extra: Partial<StreamProcessorOptions> = {},
   ): StreamProcessorOptions {
@@ -48,27 +39,12 @@ describe("StreamProcessor limits (real Kafka, no-op model)", () => {
       kafka: testKafka(),
       model,
       events,
-      groupId: layout.groupId,
-      requestTopics: layout.requests,
-      resultsTopic: layout.results,
-      deadLetterTopic: layout.deadLetters,
-      dedupChangelogBase: layout.dedupChangelog,
+      ...layoutOptions(layout),
       commitIntervalMs: 50,
       sessionTimeoutMs: 6000,
       heartbeatIntervalMs: 1000,
       ...extra,
     };
-  }
-
-  async function produce(
-    topic: string,
-    messages: { key: string; value: Buffer; headers?: Record<string, string> }[],
-  ): Promise<void> {
-    const producer = testKafka().producer();
-    await producer.connect();
-    for (let i = 0; i < messages.length; i += 500)
-      await producer.send({ topic, messages: messages.slice(i, i + 500) });
-    await producer.disconnect();
   }
 
   const request = (id: string) => ({ key: id, ...encodeRequest({ id, text: "hello world" }, "json") });
@@ -85,7 +61,7 @@ describe("StreamProcessor limits (real Kafka, no-op model)", () => {
     ]);
     await ensureTopics(testKafka(), layout);
     const bigSize = 1_000_000;
-    await produce(layout.requests[0] as string, [
+    await produceMessages(layout.requests[0] as string, [
       request("ok-0"),
       { key: "big", value: Buffer.alloc(bigSize, 0x41) },
       request("ok-1"),
@@ -98,9 +74,7 @@ describe("StreamProcessor limits (real Kafka, no-op model)", () => {
     const deadLetters = await readCommitted(layout.deadLetters, { expected: 1, settleMs: 300 });
     await processor.close();
 
-    expect(
-      results.map((r) => decodeResult(r.value as Buffer, r.headers as Record<string, string>).id).sort(),
-    ).toEqual(["ok-0", "ok-1"]);
+    expect(resultIds(results).sort()).toEqual(["ok-0", "ok-1"]);
     expect(deadLetters).toHaveLength(1);
     const dl = deadLetters[0] as (typeof deadLetters)[number];
     expect(dl.key).toBe("big");
@@ -122,7 +96,7 @@ describe("StreamProcessor limits (real Kafka, no-op model)", () => {
       { topic: layout.deadLetters, configEntries: [{ name: "max.message.bytes", value: "20000" }] },
     ]);
     await ensureTopics(testKafka(), layout);
-    await produce(layout.requests[0] as string, [
+    await produceMessages(layout.requests[0] as string, [
       request("ok-0"),
       { key: "bad", value: Buffer.alloc(200_000, 0x42) },
       request("ok-1"),
@@ -154,9 +128,10 @@ describe("StreamProcessor limits (real Kafka, no-op model)", () => {
     const layout = layoutFor(base);
     await ensureTopics(testKafka(), layout);
     const n = 4000;
-    await produce(
+    await produceMessages(
       layout.requests[0] as string,
       Array.from({ length: n }, (_, i) => request(`r-${i}`)),
+      { chunkSize: 500 },
     );
     const events = new SluiceEvents();
     const w = watch(events);
@@ -184,7 +159,7 @@ describe("StreamProcessor limits (real Kafka, no-op model)", () => {
     const drainMs = Date.now() - started;
     await processor.close();
 
-    const ids = results.map((r) => decodeResult(r.value as Buffer, r.headers as Record<string, string>).id);
+    const ids = resultIds(results);
     expect(ids).toHaveLength(n);
     expect(new Set(ids).size).toBe(n);
     expect(w.tx.failed + w.tx.fenced + w.tx.aborted).toBe(0);
@@ -205,14 +180,13 @@ describe("StreamProcessor limits (real Kafka, no-op model)", () => {
       changelogTopicFor(second.dedupChangelog, second.groupId, `${base}.requests`),
     );
     const ids = Array.from({ length: 40 }, (_, i) => `g-${i}`);
-    await produce(first.requests[0] as string, ids.map(request));
+    await produceMessages(first.requests[0] as string, ids.map(request));
 
     // Sequential on purpose: when the second group starts, the first group's checkpoint is at the
     // end and its changelog holds every id; neither may leak into the second group.
     for (const layout of [first, second]) {
       const events = new SluiceEvents();
-      const outcomes = { result: 0, dead_letter: 0, duplicate: 0 };
-      events.on("record.outcome", (e) => outcomes[e.outcome]++);
+      const outcomes = countOutcomes(events);
       const processor = new StreamProcessor(options(layout, events));
       await processor.start();
       const results = await readCommitted(layout.results, {
@@ -221,7 +195,7 @@ describe("StreamProcessor limits (real Kafka, no-op model)", () => {
         timeoutMs: 30_000,
       });
       await processor.close();
-      const got = results.map((r) => decodeResult(r.value as Buffer, r.headers as Record<string, string>).id);
+      const got = resultIds(results);
       expect(got.sort()).toEqual([...ids].sort());
       expect(outcomes).toEqual({ result: ids.length, dead_letter: 0, duplicate: 0 });
     }

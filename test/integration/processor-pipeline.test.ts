@@ -9,8 +9,11 @@ import { changelogTopicFor, ensureTopics } from "../../src/kafka/topic-admin.js"
 import { ModelRunner } from "../../src/model/model-runner.js";
 import { SluiceEvents } from "../../src/observability/sluice-events.js";
 import { StreamProcessor } from "../../src/processor/stream-processor.js";
-import { testKafka, uniqueName } from "../support/kafka-harness.js";
-import { readCommitted } from "../support/serve-process.js";
+import { produceMessages, testKafka, transactionalProducer, uniqueName } from "../support/kafka-harness.js";
+import { layoutOptions, processorLayout } from "../support/processor-layout.js";
+import { jsonRequestMessages } from "../support/request-messages.js";
+import { decodeResults, readCommitted, resultIds } from "../support/serve-process.js";
+import { countOutcomes } from "../support/sluice-events-fixtures.js";
 import { createTinyModel, TINY_POISON_WORD } from "../support/tiny-onnx.js";
 
 // In-process pipeline against the real broker with the tiny generated ONNX model (the real model is
@@ -37,20 +40,10 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
   it("turns every record into exactly one result, dead letter or counted duplicate", async () => {
     const kafka = testKafka();
     const base = uniqueName("pipe");
-    const topics = {
-      requests: [`${base}.requests`],
-      results: `${base}.results`,
-      deadLetters: `${base}.dlq`,
-      dedupChangelog: `${base}.dedup`,
-      groupId: `${base}-group`,
-      partitions: 3,
-      replicationFactor: 1,
-    };
+    const topics = processorLayout(base, { partitions: 3 });
     await ensureTopics(kafka, topics);
     const requestTopic = topics.requests[0] as string;
 
-    const producer = kafka.producer();
-    await producer.connect();
     const words = ["the cat sat on the mat", "a good movie", "the dog is very bad", "great", "awful movie"];
     const messages: {
       key: string | null;
@@ -85,25 +78,17 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
       key: "poison",
       ...encodeRequest({ id: "poison", text: `the ${TINY_POISON_WORD} cat` }, "json"),
     });
-    await producer.send({ topic: requestTopic, messages });
-    await producer.disconnect();
+    await produceMessages(requestTopic, messages, { kafka });
 
     const events = new SluiceEvents();
-    const outcomes = { result: 0, dead_letter: 0, duplicate: 0 };
-    events.on("record.outcome", (e) => {
-      outcomes[e.outcome]++;
-    });
+    const outcomes = countOutcomes(events);
     const flushReasons = new Set<string>();
     events.on("batch.flushed", (e) => flushReasons.add(e.reason));
     const processor = new StreamProcessor({
       kafka,
       model,
       events,
-      groupId: `${base}-group`,
-      requestTopics: topics.requests,
-      resultsTopic: topics.results,
-      deadLetterTopic: topics.deadLetters,
-      dedupChangelogBase: topics.dedupChangelog,
+      ...layoutOptions(topics),
       maxBatchSize: 16,
       maxQueuedRecords: 64,
       maxMessageBytes: 2048,
@@ -122,7 +107,7 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
     await processor.close();
     await processor.close(); // idempotent
 
-    const decoded = results.map((r) => decodeResult(r.value as Buffer, r.headers as Record<string, string>));
+    const decoded = decodeResults(results);
     const ids = decoded.map((r) => r.id);
     expect(new Set(ids).size).toBe(ids.length);
     expect(ids.length).toBe(unique + 2);
@@ -173,38 +158,17 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
   async function setup(prefix: string, partitions = 2) {
     const kafka = testKafka();
     const base = uniqueName(prefix);
-    const layout = {
-      requests: [`${base}.requests`],
-      results: `${base}.results`,
-      deadLetters: `${base}.dlq`,
-      dedupChangelog: `${base}.dedup`,
-      groupId: `${base}-group`,
-      partitions,
-      replicationFactor: 1,
-    };
+    const layout = processorLayout(base, { partitions });
     await ensureTopics(kafka, layout);
     return { kafka, base, layout, requestTopic: `${base}.requests` };
   }
 
   async function produce(kafka: ReturnType<typeof testKafka>, topic: string, ids: string[]): Promise<void> {
-    const producer = kafka.producer();
-    await producer.connect();
-    await producer.send({
-      topic,
-      messages: ids.map((id) => ({
-        key: id,
-        ...encodeRequest({ id, text: "the cat sat on the mat" }, "json"),
-      })),
-    });
-    await producer.disconnect();
-  }
-
-  function resultIds(records: { value: Buffer | null; headers: unknown }[]): string[] {
-    return records.map((r) => decodeResult(r.value as Buffer, r.headers as Record<string, string>).id);
+    await produceMessages(topic, jsonRequestMessages(ids, "the cat sat on the mat"), { kafka });
   }
 
   it("pauses the consumer at maxQueuedRecords and resumes when drained", async () => {
-    const { kafka, base, layout, requestTopic } = await setup("bp");
+    const { kafka, layout, requestTopic } = await setup("bp");
     const ids = Array.from({ length: 400 }, (_, i) => `bp-${i}`);
     await produce(kafka, requestTopic, ids);
     const events = new SluiceEvents();
@@ -223,11 +187,7 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
       kafka,
       model,
       events,
-      groupId: `${base}-group`,
-      requestTopics: layout.requests,
-      resultsTopic: layout.results,
-      deadLetterTopic: layout.deadLetters,
-      dedupChangelogBase: layout.dedupChangelog,
+      ...layoutOptions(layout),
       maxBatchSize: 8,
       maxQueuedRecords: 8,
       maxInFlightBatches: 2,
@@ -254,11 +214,7 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
       kafka,
       model,
       events,
-      groupId: group,
-      requestTopics: layout.requests,
-      resultsTopic: layout.results,
-      deadLetterTopic: layout.deadLetters,
-      dedupChangelogBase: layout.dedupChangelog,
+      ...layoutOptions(layout),
       commitIntervalMs: 200,
       sessionTimeoutMs: 6000,
       heartbeatIntervalMs: 1000,
@@ -268,11 +224,7 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
     await produce(kafka, requestTopic, first);
     await readCommitted(layout.results, { expected: first.length, settleMs: 300 });
     // Another producer takes the partition's transactional id, as a new owner would.
-    const usurper = kafka.producer({
-      transactionalId: PartitionCommitter.transactionalId(group, requestTopic, 0),
-      idempotent: true,
-      maxInFlightRequests: 1,
-    });
+    const usurper = transactionalProducer(PartitionCommitter.transactionalId(group, requestTopic, 0), kafka);
     await usurper.connect();
     const txn = await usurper.transaction();
     await txn.abort();
@@ -290,17 +242,13 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
 
   it("reads transactional input (markers, aborted records) and resumes at a marker after restart", async () => {
     const { kafka, base, layout, requestTopic } = await setup("txin", 1);
-    const txProducer = kafka.producer({
-      transactionalId: `${base}-src`,
-      idempotent: true,
-      maxInFlightRequests: 1,
-    });
+    const txProducer = transactionalProducer(`${base}-src`, kafka);
     await txProducer.connect();
     const sendTxn = async (ids: string[], commit: boolean) => {
       const txn = await txProducer.transaction();
       await txn.send({
         topic: requestTopic,
-        messages: ids.map((id) => ({ key: id, ...encodeRequest({ id, text: "the cat" }, "json") })),
+        messages: jsonRequestMessages(ids, "the cat"),
       });
       if (commit) await txn.commit();
       else await txn.abort();
@@ -308,11 +256,7 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
     const options = {
       kafka,
       model,
-      groupId: `${base}-group`,
-      requestTopics: layout.requests,
-      resultsTopic: layout.results,
-      deadLetterTopic: layout.deadLetters,
-      dedupChangelogBase: layout.dedupChangelog,
+      ...layoutOptions(layout),
       commitIntervalMs: 50,
     };
     await sendTxn(["x-1", "x-2", "x-3"], true);
@@ -337,15 +281,7 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
   it("serves several request topics, each with its own changelog topic", async () => {
     const kafka = testKafka();
     const base = uniqueName("multi");
-    const layout = {
-      requests: [`${base}.a`, `${base}.b`],
-      results: `${base}.results`,
-      deadLetters: `${base}.dlq`,
-      dedupChangelog: `${base}.dedup`,
-      groupId: `${base}-group`,
-      partitions: 2,
-      replicationFactor: 1,
-    };
+    const layout = processorLayout(base, { partitions: 2, requests: [`${base}.a`, `${base}.b`] });
     const partitions = await ensureTopics(kafka, layout);
     expect([...partitions.values()]).toEqual([2, 2]);
     await produce(kafka, `${base}.a`, ["a-1", "a-2", "same"]);
@@ -354,20 +290,14 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
       kafka,
       model,
       events: new SluiceEvents(),
-      groupId: `${base}-group`,
-      requestTopics: layout.requests,
-      resultsTopic: layout.results,
-      deadLetterTopic: layout.deadLetters,
-      dedupChangelogBase: layout.dedupChangelog,
+      ...layoutOptions(layout),
       commitIntervalMs: 50,
     });
     await processor.start();
     const results = await readCommitted(layout.results, { expected: 5, settleMs: 500 });
     await processor.close();
     expect(resultIds(results).sort()).toEqual(["a-1", "a-2", "b-1", "same", "same"]);
-    const sources = results.map(
-      (r) => decodeResult(r.value as Buffer, r.headers as Record<string, string>).source.topic,
-    );
+    const sources = decodeResults(results).map((r) => r.source.topic);
     expect(new Set(sources)).toEqual(new Set(layout.requests));
     const changelogA = await readCommitted(
       changelogTopicFor(layout.dedupChangelog, layout.groupId, `${base}.a`),

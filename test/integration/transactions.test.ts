@@ -1,6 +1,6 @@
 import type { Consumer } from "kafkajs";
 import { afterEach, describe, expect, it } from "vitest";
-import { createTopics, testKafka, uniqueName } from "../support/kafka-harness.js";
+import { createTopics, testKafka, transactionalProducer, uniqueName } from "../support/kafka-harness.js";
 
 /**
  * Acceptance for the broker the tests run against: Kafka transactions work end to end. One
@@ -43,11 +43,7 @@ describe("Kafka transactions on the test broker", () => {
   it("a read_committed consumer sees exactly the committed records", async () => {
     const topic = uniqueName("txn");
     await createTopics([{ topic, numPartitions: 1 }]);
-    const producer = testKafka().producer({
-      transactionalId: uniqueName("txn-producer"),
-      idempotent: true,
-      maxInFlightRequests: 1,
-    });
+    const producer = transactionalProducer(uniqueName("txn-producer"));
     await producer.connect();
     try {
       const first = await producer.transaction();

@@ -1,5 +1,6 @@
-import { spawn } from "node:child_process";
+import { type ChildProcessByStdio, spawn } from "node:child_process";
 import { join } from "node:path";
+import type { Readable } from "node:stream";
 import { packageRoot } from "../../src/config/project-paths.js";
 
 export interface CliResult {
@@ -18,19 +19,8 @@ export function runCli(
   env: Record<string, string> = {},
   timeoutMs = 120_000,
 ): Promise<CliResult> {
-  const base = Object.fromEntries(
-    Object.entries(process.env).filter(([k]) => k !== "KAFKA_BROKERS" && !k.startsWith("SLUICE_")),
-  );
   return new Promise((resolve, reject) => {
-    const child = spawn(
-      process.execPath,
-      ["--import", "tsx", join(packageRoot(), "src", "cli", "main.ts"), ...args],
-      {
-        cwd: packageRoot(),
-        env: { ...base, ...env },
-        stdio: ["ignore", "pipe", "pipe"],
-      },
-    );
+    const child = spawnCli(args, env);
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => {
@@ -49,4 +39,43 @@ export function runCli(
       resolve({ code, stdout, stderr });
     });
   });
+}
+
+type CliChild = ChildProcessByStdio<null, Readable, Readable>;
+
+/** The runner's own SLUICE_* and KAFKA_BROKERS must not leak into the command under test. */
+function cleanEnv(): Record<string, string | undefined> {
+  return Object.fromEntries(
+    Object.entries(process.env).filter(([k]) => k !== "KAFKA_BROKERS" && !k.startsWith("SLUICE_")),
+  );
+}
+
+function spawnCli(args: string[], env: Record<string, string>): CliChild {
+  return spawn(process.execPath, ["--import", "tsx", join(packageRoot(), "src", "cli", "main.ts"), ...args], {
+    cwd: packageRoot(),
+    env: { ...cleanEnv(), ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+}
+
+/** A running CLI child process; `done` resolves on close with stdout and stderr interleaved in `out`. */
+export interface StartedCli {
+  child: CliChild;
+  done: Promise<{ code: number | null; out: string }>;
+}
+
+/** Starts the `sluice` CLI like `runCli` but returns at once, so a test can signal the process. */
+export function startCli(args: string[], env: Record<string, string> = {}): StartedCli {
+  const child = spawnCli(args, env);
+  let out = "";
+  child.stdout.on("data", (d: Buffer) => {
+    out += d.toString();
+  });
+  child.stderr.on("data", (d: Buffer) => {
+    out += d.toString();
+  });
+  const done = new Promise<{ code: number | null; out: string }>((resolve) =>
+    child.on("close", (code) => resolve({ code, out })),
+  );
+  return { child, done };
 }

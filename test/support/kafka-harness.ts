@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { Kafka, logLevel } from "kafkajs";
+import { Kafka, logLevel, type Message, type Producer } from "kafkajs";
 import { inject } from "vitest";
 
 /**
@@ -34,5 +34,51 @@ export async function createTopics(
     });
   } finally {
     await admin.disconnect();
+  }
+}
+
+/**
+ * A transactional producer (idempotent, one request in flight, as Kafka transactions require).
+ * `kafka` defaults to a fresh test client; pass one to share its connection settings.
+ */
+export function transactionalProducer(transactionalId: string, kafka: Kafka = testKafka()): Producer {
+  return kafka.producer({ transactionalId, idempotent: true, maxInFlightRequests: 1 });
+}
+
+/** Commits consumer-group offsets the way the processor does: a transactional producer's sendOffsets. */
+export async function commitGroupOffsets(
+  kafka: Kafka,
+  groupId: string,
+  topic: string,
+  partitions: { partition: number; offset: string }[],
+): Promise<void> {
+  const producer = transactionalProducer(uniqueName("obs-tx"), kafka);
+  await producer.connect();
+  try {
+    const tx = await producer.transaction();
+    await tx.sendOffsets({ consumerGroupId: groupId, topics: [{ topic, partitions }] });
+    await tx.commit();
+  } finally {
+    await producer.disconnect();
+  }
+}
+
+/**
+ * Sends `messages` to `topic` with a plain (non-transactional) producer: one request, or `chunkSize`
+ * messages per request so large fixtures stay under the broker's request size.
+ */
+export async function produceMessages(
+  topic: string,
+  messages: Message[],
+  opts: { kafka?: Kafka; chunkSize?: number } = {},
+): Promise<void> {
+  const producer = (opts.kafka ?? testKafka()).producer();
+  const chunkSize = Math.max(1, opts.chunkSize ?? messages.length);
+  await producer.connect();
+  try {
+    for (let i = 0; i < messages.length; i += chunkSize)
+      await producer.send({ topic, messages: messages.slice(i, i + chunkSize) });
+  } finally {
+    await producer.disconnect();
   }
 }

@@ -1,6 +1,8 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { resolve } from "node:path";
 import type { IHeaders, KafkaMessage } from "kafkajs";
+import type { InferenceResult } from "../../src/contracts/inference.js";
+import { decodeResult } from "../../src/contracts/result-codec.js";
 import { fixAbortedTransactionOrder } from "../../src/kafka/aborted-transaction-order.js";
 import { testKafka, uniqueName } from "./kafka-harness.js";
 
@@ -274,4 +276,24 @@ export async function scrapeMetrics(metricsUrl: string): Promise<MetricSample[]>
   const res = await fetch(`${metricsUrl}/metrics`);
   if (res.status !== 200) throw new Error(`GET ${metricsUrl}/metrics answered ${res.status}`);
   return parsePrometheusText(await res.text());
+}
+
+/** Decodes result records read from a results topic. */
+export function decodeResults(records: Pick<ReadRecord, "value" | "headers">[]): InferenceResult[] {
+  return records.map((r) => decodeResult(r.value as Buffer, r.headers as Record<string, string>));
+}
+
+/** The request ids of result records read from a results topic, in read order. */
+export function resultIds(records: Pick<ReadRecord, "value" | "headers">[]): string[] {
+  return decodeResults(records).map((r) => r.id);
+}
+
+/** For `afterEach`: SIGKILLs every process a test left running (resuming stopped ones first). */
+export function killLeftovers(procs: ServeProcess[]): void {
+  for (const p of procs.splice(0)) {
+    if (p.child.exitCode === null && p.child.signalCode === null) {
+      p.child.kill("SIGCONT");
+      p.child.kill("SIGKILL");
+    }
+  }
 }

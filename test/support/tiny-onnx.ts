@@ -357,3 +357,19 @@ export function buildTinyModelBytes(options: TinyModelOptions): Uint8Array {
   });
   return ModelProto.encode(model).finish();
 }
+
+/** `SLUICE_*` environment that makes `sluice serve` load `tiny`, with small token limits to match. */
+export function tinyModelEnv(tiny: TinyModel): Record<string, string> {
+  return {
+    SLUICE_MODEL__PATH: tiny.modelPath,
+    SLUICE_MODEL__TOKENIZER_PATH: tiny.tokenizerPath,
+    SLUICE_MODEL__NAME: "tiny",
+    SLUICE_MODEL__MAX_SEQUENCE_TOKENS: "32",
+    SLUICE_BATCHING__MAX_BATCH_TOKENS: "1024",
+  };
+}
+
+/** A `sluice.yaml` (config file text) whose model section loads `tiny`. */
+export function tinyModelConfigYaml(tiny: TinyModel): string {
+  return `model:\n  name: tiny\n  path: ${tiny.modelPath}\n  tokenizerPath: ${tiny.tokenizerPath}\n`;
+}

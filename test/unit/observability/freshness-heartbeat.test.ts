@@ -2,6 +2,7 @@ import type { Kafka } from "kafkajs";
 import { describe, expect, it } from "vitest";
 import { FreshnessHeartbeat } from "../../../src/observability/freshness-heartbeat.js";
 import { type PartitionLag, SluiceEvents } from "../../../src/observability/sluice-events.js";
+import { emitCommitted } from "../../support/sluice-events-fixtures.js";
 
 // snapshot() is pure bookkeeping over events (no I/O), so no Kafka client is touched here; the
 // publishing path is covered against a real broker in test/integration/observability-heartbeat.test.ts.
@@ -36,15 +37,7 @@ function setup() {
       topics: [],
     });
   const commit = (partition: number, nextOffset: number, lastEventTimestampMs: number) =>
-    events.emit("transaction.finished", {
-      topic: "t",
-      partition,
-      outcome: "committed",
-      records: 1,
-      durationMs: 1,
-      nextOffset: String(nextOffset),
-      lastEventTimestampMs,
-    });
+    emitCommitted(events, { topic: "t", partition, nextOffset, lastEventTimestampMs });
   return { events, hb, lag, commit, tick: (ms: number) => (now += ms), now: () => now };
 }
 

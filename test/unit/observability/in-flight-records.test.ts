@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { InFlightRecords } from "../../../src/observability/in-flight-records.js";
 import { SluiceEvents } from "../../../src/observability/sluice-events.js";
+import { emitCommitted } from "../../support/sluice-events-fixtures.js";
 
 function setup() {
   const events = new SluiceEvents();
@@ -9,14 +10,7 @@ function setup() {
   const consume = (partition: number, offset: number, timestampMs: number) =>
     events.emit("record.consumed", { topic: "t", partition, offset: String(offset), timestampMs });
   const commit = (partition: number, nextOffset: number) =>
-    events.emit("transaction.finished", {
-      topic: "t",
-      partition,
-      outcome: "committed",
-      records: 1,
-      durationMs: 1,
-      nextOffset: String(nextOffset),
-    });
+    emitCommitted(events, { topic: "t", partition, nextOffset });
   return { events, tracker, consume, commit };
 }
 
