@@ -6,6 +6,7 @@ import {
   type FreshnessHeartbeat as HeartbeatRecord,
 } from "../contracts/freshness-heartbeat.js";
 import { SluiceError } from "../sluice-error.js";
+import { PeriodicTask } from "./periodic-task.js";
 import type { PartitionLag, SluiceEvents } from "./sluice-events.js";
 
 export interface FreshnessHeartbeatOptions {
@@ -52,8 +53,7 @@ export class FreshnessHeartbeat {
   private readonly owned = new Map<string, PartitionState>();
   private readonly offs: Array<() => void> = [];
   private producer: Producer | undefined;
-  private timer: NodeJS.Timeout | undefined;
-  private running = false;
+  private readonly schedule: PeriodicTask;
   private inFlight: Promise<unknown> | undefined;
 
   constructor(opts: FreshnessHeartbeatOptions) {
@@ -77,6 +77,15 @@ export class FreshnessHeartbeat {
       nowMs: opts.nowMs ?? Date.now,
       ...(opts.logger ? { logger: opts.logger } : {}),
     };
+    this.schedule = new PeriodicTask(
+      () => this.beat(),
+      intervalMs,
+      (err) =>
+        this.opts.logger?.warn(
+          { err, topic: this.opts.topic },
+          "freshness heartbeat failed; will retry next interval",
+        ),
+    );
     const ev = opts.events;
     this.offs.push(
       ev.on("partitions.assigned", (e) => {
@@ -131,28 +140,14 @@ export class FreshnessHeartbeat {
 
   /** Connects the producer and publishes now and then every `intervalMs`. */
   async start(): Promise<void> {
-    if (this.running) return;
+    if (this.schedule.isRunning) return;
     await this.connect();
-    this.running = true;
-    const loop = async () => {
-      if (!this.running) return;
-      try {
-        await this.beat();
-      } catch (err) {
-        this.opts.logger?.warn(
-          { err, topic: this.opts.topic },
-          "freshness heartbeat failed; will retry next interval",
-        );
-      }
-      if (this.running) this.timer = setTimeout(loop, this.opts.intervalMs);
-    };
-    void loop();
+    this.schedule.start();
   }
 
   /** Stops the schedule, waits for a heartbeat in flight, disconnects, unsubscribes. Safe twice. */
   async stop(): Promise<void> {
-    this.running = false;
-    clearTimeout(this.timer);
+    this.schedule.stop();
     await this.inFlight?.catch(() => undefined);
     for (const off of this.offs.splice(0)) off();
     const producer = this.producer;

@@ -2,6 +2,7 @@ import type { Admin, Kafka } from "kafkajs";
 import type { Logger } from "pino";
 import { SluiceError } from "../sluice-error.js";
 import type { InFlightRecords } from "./in-flight-records.js";
+import { PeriodicTask } from "./periodic-task.js";
 import {
   type ProbedRecord,
   probeKey,
@@ -70,8 +71,7 @@ export class LagMonitor {
   private readonly reader: RecordTimestampReader;
   private admin: Admin | undefined;
   private connecting: Promise<Admin> | undefined;
-  private timer: NodeJS.Timeout | undefined;
-  private running = false;
+  private readonly schedule: PeriodicTask;
   private sampling: Promise<LagSample | undefined> | undefined;
   private last: LagSample | undefined;
   private readonly cache = new Map<string, CachedProbe>();
@@ -124,6 +124,15 @@ export class LagMonitor {
       nowMs: opts.nowMs ?? Date.now,
     };
     this.reader = new RecordTimestampReader({ kafka: opts.kafka, timeoutMs: this.opts.probeTimeoutMs });
+    this.schedule = new PeriodicTask(
+      () => this.sample(),
+      intervalMs,
+      (err) =>
+        this.opts.logger?.warn(
+          { err, groupId: this.opts.groupId },
+          "lag sample failed; will retry next interval",
+        ),
+    );
   }
 
   /** The most recent sample, if any. */
@@ -133,27 +142,12 @@ export class LagMonitor {
 
   /** Samples now, then every `intervalMs` (no overlap: the next sample is scheduled after one ends). */
   start(): void {
-    if (this.running) return;
-    this.running = true;
-    const loop = async () => {
-      if (!this.running) return;
-      try {
-        await this.sample();
-      } catch (err) {
-        this.opts.logger?.warn(
-          { err, groupId: this.opts.groupId },
-          "lag sample failed; will retry next interval",
-        );
-      }
-      if (this.running) this.timer = setTimeout(loop, this.opts.intervalMs);
-    };
-    void loop();
+    this.schedule.start();
   }
 
   /** Stops sampling and disconnects; waits for a sample in progress. Safe to call twice. */
   async stop(): Promise<void> {
-    this.running = false;
-    clearTimeout(this.timer);
+    this.schedule.stop();
     await this.sampling?.catch(() => undefined);
     const admin = this.admin ?? (await this.connecting?.catch(() => undefined));
     this.admin = undefined;
