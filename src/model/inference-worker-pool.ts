@@ -116,6 +116,20 @@ export class InferenceWorkerPool {
       const pending = this.queue.splice(this.queueHead);
       for (const p of pending)
         p.reject(new SluiceError("INTERNAL", "model runner closed before the job ran"));
+      // Let jobs already inside a worker finish (one ORT call each, bounded): terminating a thread
+      // while onnxruntime-node runs aborts the whole process ("terminate called after throwing an
+      // instance of 'Napi::Error'", seen in the worker-pool tests). Idle threads stop safely.
+      await Promise.all(
+        this.slots
+          .filter((s) => s.busy !== null)
+          .map(
+            (s) =>
+              new Promise<void>((done) => {
+                s.worker.once("message", () => done());
+                s.worker.once("exit", () => done());
+              }),
+          ),
+      );
       await Promise.all(this.slots.map((s) => s.worker.terminate()));
       this.slots.length = 0;
     })();

@@ -1,6 +1,8 @@
+import { once } from "node:events";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { Worker } from "node:worker_threads";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { padSequences } from "../../../src/model/batch-planner.js";
 import { type InferenceJob, InferenceWorkerPool } from "../../../src/model/inference-worker-pool.js";
@@ -99,13 +101,20 @@ describe("InferenceWorkerPool", () => {
     const pool = await InferenceWorkerPool.start(init(), 1);
     try {
       const inFlight = pool.run(job("good movie"));
-      // Simulate a crash: reach the private worker (no public seam on purpose) and stop it.
-      const slots = Reflect.get(pool, "slots") as { worker: { terminate(): Promise<number> } }[];
-      await slots[0]!.worker.terminate();
+      // Simulate a crash: reach the private worker (no public seam on purpose) and deliver the 'exit'
+      // a dead thread emits. Terminating the thread for real while it runs ORT raced the tiny model's
+      // reply (seen once in CI) and, when the stop landed inside native ORT code, aborted the whole
+      // test process (onnxruntime-node throws from a finalizer). The pool reacts to 'exit' alone.
+      const slots = Reflect.get(pool, "slots") as { worker: Worker }[];
+      const old = slots[0]!.worker;
+      const oldReplied = once(old, "message"); // the thread itself finishes the job; the pool ignores it
+      old.emit("exit", 1);
       await expect(inFlight).rejects.toMatchObject({ code: "INFERENCE_FAILED" });
       const next = await pool.run(job("bad movie")); // waits in the queue for the replacement worker
       expect(next.dim).toBe(3);
       expect(pool.size).toBe(1);
+      await oldReplied;
+      await old.terminate(); // idle now: a safe stop
     } finally {
       await pool.close();
     }
