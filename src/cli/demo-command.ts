@@ -7,7 +7,7 @@ import { decodeResult } from "../contracts/result-codec.js";
 import { createKafka } from "../kafka/kafka-client.js";
 import { LocalBroker } from "../kafka/local-broker.js";
 import { createLogger } from "../observability/logger.js";
-import { startServeRuntime } from "../processor/serve-runtime.js";
+import { startServeRuntime } from "../app/serve-runtime.js";
 import { SluiceError } from "../sluice-error.js";
 import { loadCommandConfig } from "./config-command.js";
 

@@ -1,6 +1,6 @@
 import type { Command } from "commander";
 import { createLogger } from "../observability/logger.js";
-import { startServeRuntime } from "../processor/serve-runtime.js";
+import { startServeRuntime } from "../app/serve-runtime.js";
 import { loadCommandConfig } from "./config-command.js";
 
 /**

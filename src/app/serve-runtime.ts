@@ -12,8 +12,8 @@ import { SluiceMetrics } from "../observability/metrics.js";
 import { ObservabilityServer } from "../observability/observability-server.js";
 import { SluiceEvents } from "../observability/sluice-events.js";
 import type { SluiceError } from "../sluice-error.js";
-import { StreamProcessor } from "./stream-processor.js";
-import { processorOptionsFromConfig } from "./stream-processor-options.js";
+import { StreamProcessor } from "../processor/stream-processor.js";
+import { processorOptionsFromConfig } from "../processor/stream-processor-options.js";
 
 export interface ServeRuntime {
   processor: StreamProcessor;
