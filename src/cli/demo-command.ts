@@ -1,13 +1,13 @@
 import { randomBytes } from "node:crypto";
 import type { Command } from "commander";
 import type { Kafka } from "kafkajs";
+import { startServeRuntime } from "../app/serve-runtime.js";
 import type { SluiceConfig } from "../config/config-schema.js";
 import { encodeRequest } from "../contracts/request-codec.js";
 import { decodeResult } from "../contracts/result-codec.js";
+import { LocalBroker } from "../devtools/local-broker.js";
 import { createKafka } from "../kafka/kafka-client.js";
-import { LocalBroker } from "../kafka/local-broker.js";
 import { createLogger } from "../observability/logger.js";
-import { startServeRuntime } from "../app/serve-runtime.js";
 import { SluiceError } from "../sluice-error.js";
 import { loadCommandConfig } from "./config-command.js";
 

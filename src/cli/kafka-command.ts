@@ -1,5 +1,5 @@
 import type { Command } from "commander";
-import { LocalBroker, type LocalBrokerOptions, type LocalBrokerStatus } from "../kafka/local-broker.js";
+import { LocalBroker, type LocalBrokerOptions, type LocalBrokerStatus } from "../devtools/local-broker.js";
 import { SluiceError } from "../sluice-error.js";
 
 interface KafkaCommandOptions {

@@ -1,6 +1,6 @@
 import type { Command } from "commander";
-import { createLogger } from "../observability/logger.js";
 import { startServeRuntime } from "../app/serve-runtime.js";
+import { createLogger } from "../observability/logger.js";
 import { loadCommandConfig } from "./config-command.js";
 
 /**

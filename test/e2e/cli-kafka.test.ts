@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { Kafka, logLevel } from "kafkajs";
 import { afterAll, describe, expect, it } from "vitest";
 import { packageRoot } from "../../src/config/project-paths.js";
-import type { LocalBrokerStatus } from "../../src/kafka/local-broker.js";
+import type { LocalBrokerStatus } from "../../src/devtools/local-broker.js";
 import { runCli } from "../support/cli-process.js";
 
 function alive(pid: number): boolean {

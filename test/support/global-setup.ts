@@ -4,7 +4,7 @@ import { homedir, tmpdir } from "node:os";
 import { join, sep } from "node:path";
 import type { TestProject } from "vitest/node";
 import { packageRoot } from "../../src/config/project-paths.js";
-import { LocalBroker, waitUntilReady, warmUpCoordinators } from "../../src/kafka/local-broker.js";
+import { LocalBroker, waitUntilReady, warmUpCoordinators } from "../../src/devtools/local-broker.js";
 
 /**
  * Decides where integration tests find Kafka, once per `vitest run`, and provides the bootstrap
