@@ -18,7 +18,8 @@ import {
   sluiceProvenance,
   writeManifest,
 } from "./batch-manifest.js";
-import type { BatchProgressListener } from "./batch-progress.js";
+import type { BatchProgressSink } from "./batch-progress-sink.js";
+import type { BatchRunSummary } from "./batch-run-summary.js";
 import type { BatchResultRow, BatchSink } from "./batch-sink.js";
 import type { BatchItem, BatchSource } from "./batch-source.js";
 import { RunLock } from "./run-lock.js";
@@ -48,31 +49,13 @@ export interface BatchJobOptions {
   tokenizerHash?: string | null;
   /** resume (default): continue or no-op; new-run: discard the old run here; retry-failed: reprocess failures. */
   mode?: BatchRunMode;
-  progress?: BatchProgressListener;
+  /** Progress counts (the CLI shows them as a bar or plain lines). Default: none. */
+  progress?: BatchProgressSink;
   events?: SluiceEvents;
   /** TEST ONLY: ids that fail with INFERENCE_FAILED as if the model had failed on them. */
   testFailIds?: ReadonlySet<string>;
   /** TEST ONLY: pause before each shard is committed, ms (lets a test kill the process mid-run). */
   testShardDelayMs?: number;
-}
-
-export interface BatchRunSummary {
-  runId: string;
-  /**
-   * nothing-to-do: the run was already complete (or had no failures to retry); interrupted: `stop()` was
-   * called and the job stopped after the shard in progress (rerun to resume).
-   */
-  action: "ran" | "retried" | "nothing-to-do" | "interrupted";
-  rowsOk: number;
-  rowsFailed: number;
-  /** Rows of shards that an earlier invocation had already completed. */
-  rowsSkipped: number;
-  shardsWritten: number;
-  wallMs: number;
-  rowsPerSec: number;
-  /** Whole-run totals from the manifest. */
-  totals: BatchManifest["totals"];
-  message: string;
 }
 
 interface FailureRecord {

@@ -1,7 +1,6 @@
 import { resolve } from "node:path";
 import type { Command } from "commander";
 import { BatchJob, type BatchRunMode } from "../batch/batch-job.js";
-import { BatchProgress } from "../batch/batch-progress.js";
 import type { BatchSink } from "../batch/batch-sink.js";
 import type { BatchSource } from "../batch/batch-source.js";
 import { FileSource } from "../batch/file-source.js";
@@ -14,6 +13,7 @@ import { createKafka } from "../kafka/kafka-client.js";
 import { ModelRunner, type ModelRunnerOptions } from "../model/model-runner.js";
 import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
 import { SluiceError } from "../sluice-error.js";
+import { BatchProgressBar } from "./batch-progress-bar.js";
 import { loadCommandConfig } from "./config-command.js";
 
 interface BatchCliOptions {
@@ -168,7 +168,7 @@ async function runBatchCommand(opts: BatchCliOptions, config: SluiceConfig) {
         textField,
         outputFormat: sink.format,
       },
-      progress: new BatchProgress({
+      progress: new BatchProgressBar({
         intervalMs: intOption("--progress-interval-ms", opts.progressIntervalMs),
       }),
       ...(failIds ? { testFailIds: new Set(failIds.split(",").map((s) => s.trim())) } : {}),

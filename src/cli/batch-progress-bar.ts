@@ -1,15 +1,8 @@
 import cliProgress from "cli-progress";
-import type { BatchRunSummary } from "./batch-job.js";
+import type { BatchProgressSink } from "../batch/batch-progress-sink.js";
+import type { BatchRunSummary } from "../batch/batch-run-summary.js";
 
-/** What the batch job reports while it runs; the CLI picks a bar (TTY) or plain lines. */
-export interface BatchProgressListener {
-  /** `totalRows` null when unknown; `doneRows` were completed by an earlier invocation. */
-  start(info: { totalRows: number | null; doneRows: number }): void;
-  advance(ok: number, failed: number): void;
-  finish(summary: BatchRunSummary): void;
-}
-
-export interface BatchProgressOptions {
+export interface BatchProgressBarOptions {
   /** Where lines go. Default process.stderr. */
   stream?: NodeJS.WriteStream;
   /** Force the bar (true) or plain lines (false). Default: bar when `stream` is a TTY. */
@@ -23,7 +16,7 @@ export interface BatchProgressOptions {
  * A cli-progress bar with rows/s and ETA on a terminal; elsewhere (CI, logs) a line every `intervalMs`
  * and one at the end. Counts only; never payload text.
  */
-export class BatchProgress implements BatchProgressListener {
+export class BatchProgressBar implements BatchProgressSink {
   private readonly stream: NodeJS.WriteStream;
   private readonly tty: boolean;
   private readonly intervalMs: number;
@@ -37,7 +30,7 @@ export class BatchProgress implements BatchProgressListener {
   private startedMs = 0;
   private lastLineMs = 0;
 
-  constructor(opts: BatchProgressOptions = {}) {
+  constructor(opts: BatchProgressBarOptions = {}) {
     this.stream = opts.stream ?? process.stderr;
     this.tty = opts.tty ?? Boolean(this.stream.isTTY);
     this.intervalMs = opts.intervalMs ?? 10_000;
