@@ -8,10 +8,10 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { batchModelOptions } from "../src/app/batch-runtime.js";
 import { BatchJob } from "../src/batch/batch-job.js";
 import { FileSource } from "../src/batch/file-source.js";
 import { PartFileSink } from "../src/batch/part-file-sink.js";
-import { modelOptions } from "../src/cli/batch-command.js";
 import { loadConfig } from "../src/config/index.js";
 import { ModelRunner } from "../src/model/model-runner.js";
 import { loadCorpus } from "./corpus.js";
@@ -78,7 +78,7 @@ function batchRun(
 }
 
 const config = loadConfig();
-const model = await ModelRunner.create(await modelOptions(config));
+const model = await ModelRunner.create(await batchModelOptions(config));
 const dir = await mkdtemp(join(tmpdir(), "sluice-batch-bench-"));
 try {
   const texts = loadCorpus(rows);

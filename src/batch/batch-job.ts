@@ -52,10 +52,6 @@ export interface BatchJobOptions {
   /** Progress counts (the CLI shows them as a bar or plain lines). Default: none. */
   progress?: BatchProgressSink;
   events?: SluiceEvents;
-  /** TEST ONLY: ids that fail with INFERENCE_FAILED as if the model had failed on them. */
-  testFailIds?: ReadonlySet<string>;
-  /** TEST ONLY: pause before each shard is committed, ms (lets a test kill the process mid-run). */
-  testShardDelayMs?: number;
 }
 
 interface FailureRecord {
@@ -70,10 +66,8 @@ interface FailureRecord {
  * atomically through the sink and checkpoints it in the manifest (docs/batch-mode.md).
  */
 export class BatchJob {
-  private readonly o: Required<
-    Omit<BatchJobOptions, "progress" | "events" | "testFailIds" | "tokenizerHash" | "testShardDelayMs">
-  > &
-    Pick<BatchJobOptions, "progress" | "events" | "testFailIds" | "testShardDelayMs">;
+  private readonly o: Required<Omit<BatchJobOptions, "progress" | "events" | "tokenizerHash">> &
+    Pick<BatchJobOptions, "progress" | "events">;
   private readonly tokenizerHash: string | null;
   private readonly stateDir: string;
   private manifest!: BatchManifest;
@@ -361,14 +355,7 @@ export class BatchJob {
     const runnable: BatchItem[] = [];
     for (const item of items) {
       if (item.error) failures.push({ id: item.id, row: item.row, ...item.error });
-      else if (this.o.testFailIds?.has(item.id)) {
-        failures.push({
-          id: item.id,
-          row: item.row,
-          code: "INFERENCE_FAILED",
-          message: "failed on purpose by SLUICE_TEST_FAIL_IDS (test hook)",
-        });
-      } else runnable.push(item);
+      else runnable.push(item);
     }
     if (failures.length > 0) this.o.progress?.advance(0, failures.length);
     const outcomes = await this.infer(runnable);
@@ -392,7 +379,6 @@ export class BatchJob {
       } else failures.push({ id: item.id, row: item.row, code: outcome.code, message: outcome.message });
     });
     failures.sort((a, b) => a.row - b.row);
-    if (this.o.testShardDelayMs) await new Promise((r) => setTimeout(r, this.o.testShardDelayMs));
 
     // Failures first: a crash after this but before the manifest update just rewrites the same file.
     let failuresFile: string | null = null;

@@ -20,8 +20,11 @@ export interface KafkaTopicSinkOptions {
   sendChunkRecords?: number;
   /** Transaction timeout, ms. Default 60_000 (a shard must be produced within it). */
   transactionTimeoutMs?: number;
-  /** TEST ONLY: pause between the last send and the commit, ms (lets a test kill a producer mid-transaction). */
-  testCommitDelayMs?: number;
+  /**
+   * Runs inside each shard's transaction, after the last send and before the commit. A seam for tests
+   * (src/app/batch-seams.ts: hold a transaction open to kill the producer in it); production sets none.
+   */
+  beforeCommit?: (shardKey: string) => Promise<void>;
 }
 
 /**
@@ -92,7 +95,7 @@ export class KafkaTopicSink implements BatchSink {
           }),
         });
       }
-      if (this.opts.testCommitDelayMs) await new Promise((r) => setTimeout(r, this.opts.testCommitDelayMs));
+      await this.opts.beforeCommit?.(key);
       await txn.commit();
     } catch (cause) {
       await txn.abort().catch(() => {});

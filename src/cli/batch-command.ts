@@ -1,17 +1,9 @@
-import { resolve } from "node:path";
 import type { Command } from "commander";
-import { BatchJob, type BatchRunMode } from "../batch/batch-job.js";
-import type { BatchSink } from "../batch/batch-sink.js";
-import type { BatchSource } from "../batch/batch-source.js";
-import { FileSource } from "../batch/file-source.js";
-import { KafkaRangeSource } from "../batch/kafka-range-source.js";
-import { KafkaTopicSink } from "../batch/kafka-topic-sink.js";
+import { type BatchRunRequest, createBatchRuntime } from "../app/batch-runtime.js";
+import type { BatchRunMode } from "../batch/batch-job.js";
+import type { BatchRunSummary } from "../batch/batch-run-summary.js";
 import { splitRangeSpec } from "../batch/offset-spec.js";
-import { PartFileSink } from "../batch/part-file-sink.js";
 import type { SluiceConfig } from "../config/config-schema.js";
-import { createKafka } from "../kafka/kafka-client.js";
-import { ModelRunner, type ModelRunnerOptions } from "../model/model-runner.js";
-import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
 import { SluiceError } from "../sluice-error.js";
 import { BatchProgressBar } from "./batch-progress-bar.js";
 import { loadCommandConfig } from "./config-command.js";
@@ -36,9 +28,7 @@ interface BatchCliOptions {
 
 /**
  * `sluice batch --input SRC --output DST`: offline scoring in checkpointed shards (docs/batch-mode.md).
- * Test-only hooks (never set them in production): SLUICE_TEST_FAIL_IDS=id1,id2 fails those ids as
- * INFERENCE_FAILED; SLUICE_TEST_SHARD_DELAY_MS=N sleeps before each shard commit;
- * SLUICE_TEST_COMMIT_DELAY_MS=N sleeps inside a topic output's transaction, between send and commit.
+ * Parses the flags, hands them to the batch composition root (src/app/batch-runtime.ts) and prints.
  */
 export function register(program: Command): void {
   program
@@ -80,125 +70,49 @@ export function register(program: Command): void {
     });
 }
 
-async function runBatchCommand(opts: BatchCliOptions, config: SluiceConfig) {
-  const idField = opts.idField ?? config.batch.idField;
-  const textField = opts.textField ?? config.batch.textField;
-  const shardSize = intOption("--shard-size", opts.shardSize) ?? config.batch.shardSize;
-  const batchSize = intOption("--batch-size", opts.batchSize) ?? config.batching.maxBatchSize;
+async function runBatchCommand(opts: BatchCliOptions, config: SluiceConfig): Promise<BatchRunSummary> {
+  if (opts.range !== undefined && (opts.from !== undefined || opts.to !== undefined)) {
+    throw new SluiceError("CONFIG_INVALID", "--range replaces --from/--to: give one or the other");
+  }
+  const range = opts.range !== undefined ? splitRangeSpec(opts.range) : { from: opts.from, to: opts.to };
   const mode: BatchRunMode = opts.newRun ? "new-run" : opts.retryFailed ? "retry-failed" : "resume";
-  const kafka = () => createKafka(config.kafka, undefined, { clientId: `${config.kafka.clientId}-batch` });
+  const request: BatchRunRequest = {
+    input: opts.input,
+    output: opts.output,
+    format: opts.format,
+    inputFormat: opts.inputFormat,
+    idField: opts.idField,
+    textField: opts.textField,
+    shardSize: intOption("--shard-size", opts.shardSize),
+    batchSize: intOption("--batch-size", opts.batchSize),
+    from: range.from,
+    to: range.to,
+    stateDir: opts.stateDir,
+    mode,
+  };
+  const progress = new BatchProgressBar({
+    intervalMs: intOption("--progress-interval-ms", opts.progressIntervalMs),
+  });
 
-  let source: BatchSource;
-  let inputFormat: string;
-  if (opts.range !== undefined) {
-    if (opts.from !== undefined || opts.to !== undefined) {
-      throw new SluiceError("CONFIG_INVALID", "--range replaces --from/--to: give one or the other");
-    }
-    ({ from: opts.from, to: opts.to } = splitRangeSpec(opts.range));
-  }
-  if (opts.input.startsWith("kafka:")) {
-    const topic = opts.input.slice("kafka:".length);
-    if (!topic) throw new SluiceError("CONFIG_INVALID", "--input kafka:TOPIC needs a topic name");
-    source = new KafkaRangeSource({
-      kafka: kafka(),
-      topic,
-      from: opts.from ?? null,
-      to: opts.to ?? null,
-      defaultCodec: config.topics.requestCodec,
-    });
-    inputFormat = `kafka-${config.topics.requestCodec}`;
-  } else {
-    if (opts.from || opts.to) {
-      throw new SluiceError("CONFIG_INVALID", "--from/--to/--range apply to kafka:TOPIC inputs only");
-    }
-    const format = opts.inputFormat ?? (/\.csv$/i.test(opts.input) ? "csv" : "jsonl");
-    if (format !== "jsonl" && format !== "csv") {
-      throw new SluiceError("CONFIG_INVALID", `--input-format must be jsonl or csv, got ${format}`);
-    }
-    source = new FileSource({ path: opts.input, format, idField, textField });
-    inputFormat = format;
-  }
-
-  let sink: BatchSink;
-  let stateDir: string;
-  if (opts.output.startsWith("kafka:")) {
-    const topic = opts.output.slice("kafka:".length);
-    if (!topic) throw new SluiceError("CONFIG_INVALID", "--output kafka:TOPIC needs a topic name");
-    const commitDelay = process.env["SLUICE_TEST_COMMIT_DELAY_MS"];
-    sink = new KafkaTopicSink({
-      kafka: kafka(),
-      topic,
-      codec: config.topics.resultCodec,
-      ...(commitDelay ? { testCommitDelayMs: Number(commitDelay) } : {}),
-    });
-    stateDir = resolve(opts.stateDir ?? `.sluice/batch/${topic}`);
-  } else {
-    if (opts.format !== "jsonl" && opts.format !== "avro") {
-      throw new SluiceError("CONFIG_INVALID", `--format must be jsonl or avro, got ${opts.format}`);
-    }
-    sink = new PartFileSink({ dir: opts.output, format: opts.format });
-    stateDir = resolve(opts.stateDir ?? opts.output);
-  }
-
-  const m = config.model;
-  const model = await ModelRunner.create(await modelOptions(config));
+  const runtime = await createBatchRuntime(config, request, { progress });
+  // First Ctrl-C / SIGTERM: finish the shard in progress and stop cleanly; a second one exits at once
+  // (still safe: that is a crash, and the next run resumes from the manifest).
+  let signalled = false;
+  const onSignal = () => {
+    if (signalled) process.exit(130);
+    signalled = true;
+    process.stderr.write("batch: stopping after the shard in progress (signal again to exit now)\n");
+    runtime.stop();
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
   try {
-    const failIds = process.env["SLUICE_TEST_FAIL_IDS"];
-    const delay = process.env["SLUICE_TEST_SHARD_DELAY_MS"];
-    const job = new BatchJob({
-      source,
-      sink,
-      model,
-      stateDir,
-      shardSize,
-      batchSize,
-      maxInFlightBatches: Math.max(2, m.workers * 2),
-      mode,
-      tokenizerHash: model.tokenizerHash,
-      // Everything here changes output bytes; the model file and tokenizer are covered by model identity.
-      outputConfig: {
-        task: m.task,
-        pooling: m.pooling,
-        normalize: m.normalize,
-        maxSequenceTokens: m.maxSequenceTokens,
-        textPrefix: m.textPrefix,
-        labels: m.labels ?? null,
-        inputFormat,
-        idField,
-        textField,
-        outputFormat: sink.format,
-      },
-      progress: new BatchProgressBar({
-        intervalMs: intOption("--progress-interval-ms", opts.progressIntervalMs),
-      }),
-      ...(failIds ? { testFailIds: new Set(failIds.split(",").map((s) => s.trim())) } : {}),
-      ...(delay ? { testShardDelayMs: Number(delay) } : {}),
-    });
-    // First Ctrl-C / SIGTERM: finish the shard in progress and stop cleanly; a second one exits at once
-    // (still safe: that is a crash, and the next run resumes from the manifest).
-    let signalled = false;
-    const onSignal = () => {
-      if (signalled) process.exit(130);
-      signalled = true;
-      process.stderr.write("batch: stopping after the shard in progress (signal again to exit now)\n");
-      job.stop();
-    };
-    process.on("SIGINT", onSignal);
-    process.on("SIGTERM", onSignal);
-    try {
-      return await job.run();
-    } finally {
-      process.off("SIGINT", onSignal);
-      process.off("SIGTERM", onSignal);
-    }
+    return await runtime.run();
   } finally {
-    await Promise.allSettled([model.close(), source.close(), sink.close()]);
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+    await runtime.close();
   }
-}
-
-/** Same mapping as `sluice serve` (config `model` section → ModelRunner options). */
-export function modelOptions(config: SluiceConfig): Promise<ModelRunnerOptions> {
-  return modelRunnerOptionsFromConfig(config, (line) => process.stderr.write(`model: ${line}\n`));
 }
 
 function intOption(flag: string, value: string | undefined): number | undefined {

@@ -1,8 +1,8 @@
 import type { Command } from "commander";
+import { batchModelOptions } from "../app/batch-runtime.js";
 import { formatCapacityPlan, parseDurationMs, planCapacity } from "../batch/capacity-plan.js";
 import { ModelRunner } from "../model/model-runner.js";
 import { SluiceError } from "../sluice-error.js";
-import { modelOptions } from "./batch-command.js";
 import { loadCommandConfig } from "./config-command.js";
 
 interface PlanCliOptions {
@@ -44,7 +44,7 @@ export function register(program: Command): void {
           );
         }
         const m = await measureItemsPerSec(
-          { ...(await modelOptions(config)), workers: 1 },
+          { ...(await batchModelOptions(config)), workers: 1 },
           config.batching.maxBatchSize,
           seconds * 1000,
         );

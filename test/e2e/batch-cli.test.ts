@@ -3,6 +3,7 @@ import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promise
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { BatchSeamSpec } from "../support/batch-seams.js";
 import { startCli } from "../support/cli-process.js";
 import { createTinyModel, TINY_VOCAB, tinyModelConfigYaml } from "../support/tiny-onnx.js";
 
@@ -13,10 +14,11 @@ let input: string;
 const N = 60;
 const WORDS = TINY_VOCAB.slice(4);
 
-/** `sluice -c <tiny model config> …args`, started (for signals) or run to completion. */
-const batchCli = (args: string[], env: Record<string, string> = {}) =>
-  startCli(["-c", configPath, ...args], env);
-const run = (args: string[], env: Record<string, string> = {}) => batchCli(args, env).done;
+/** `sluice -c <tiny model config> …args`, started (for signals) or run to completion; `seams` for test seams. */
+const batchCli = (args: string[], env: Record<string, string> = {}, seams?: BatchSeamSpec) =>
+  startCli(["-c", configPath, ...args], env, seams);
+const run = (args: string[], env: Record<string, string> = {}, seams?: BatchSeamSpec) =>
+  batchCli(args, env, seams).done;
 
 async function partFiles(out: string): Promise<string[]> {
   return (await readdir(out)).filter((n) => /part-\d+\.jsonl$/.test(n)).sort();
@@ -64,7 +66,7 @@ describe("sluice batch (CLI)", () => {
   it("survives SIGKILL mid-run: rerunning the same command completes with every id exactly once", async () => {
     const out = join(dir, "killed");
     const args = ["batch", "--input", input, "--output", out, "--shard-size", "10", "--batch-size", "4"];
-    const { child } = batchCli(args, { SLUICE_TEST_SHARD_DELAY_MS: "400" });
+    const { child } = batchCli(args, {}, { shardDelayMs: 400 });
     // Wait until at least two shards are checkpointed, then kill without any chance to clean up.
     const deadline = Date.now() + 30_000;
     for (;;) {
@@ -109,7 +111,7 @@ describe("sluice batch (CLI)", () => {
   it("SIGINT stops after the shard in progress with exit code 130; the same command resumes", async () => {
     const out = join(dir, "interrupted");
     const args = ["batch", "--input", input, "--output", out, "--shard-size", "10"];
-    const { child } = batchCli(args, { SLUICE_TEST_SHARD_DELAY_MS: "300" });
+    const { child } = batchCli(args, {}, { shardDelayMs: 300 });
     let log = "";
     child.stderr.on("data", (d: Buffer) => (log += d.toString()));
     const closed = new Promise<number | null>((resolve) => child.on("close", resolve));
@@ -137,7 +139,7 @@ describe("sluice batch (CLI)", () => {
   it("a second identical run writes nothing; --retry-failed after injected failures leaves each id exactly once", async () => {
     const out = join(dir, "retry");
     const args = ["batch", "--input", input, "--output", out, "--shard-size", "25"];
-    const first = await run(args, { SLUICE_TEST_FAIL_IDS: "r3,r30,r59" });
+    const first = await run(args, {}, { failIds: ["r3", "r30", "r59"] });
     expect(first.code, first.out).toBe(0);
     expect(await failureIds(out)).toEqual(["r3", "r7", "r30", "r44", "r59"]);
 

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readKafkaRanges } from "../../src/batch/kafka-range-reader.js";
 import { encodeRequest } from "../../src/contracts/request-codec.js";
 import { decodeResult } from "../../src/contracts/result-codec.js";
+import type { BatchSeamSpec } from "../support/batch-seams.js";
 import { startCli } from "../support/cli-process.js";
 import {
   createTopics,
@@ -30,8 +31,8 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const cli = (args: string[], env: Record<string, string> = {}) =>
-  startCli(["-c", configPath, ...args], { KAFKA_BROKERS: testBrokers().join(","), ...env });
+const cli = (args: string[], seams?: BatchSeamSpec) =>
+  startCli(["-c", configPath, ...args], { KAFKA_BROKERS: testBrokers().join(",") }, seams);
 
 describe("sluice batch kafka → kafka (CLI)", () => {
   it("after SIGKILL inside a shard transaction, a rerun publishes every committed input id exactly once", async () => {
@@ -80,7 +81,7 @@ describe("sluice batch kafka → kafka (CLI)", () => {
       "--shard-size",
       "8",
     ];
-    const first = cli(args, { SLUICE_TEST_COMMIT_DELAY_MS: "600" });
+    const first = cli(args, { commitDelayMs: 600 });
     const deadline = Date.now() + 40_000;
     for (;;) {
       const m = JSON.parse(await readFile(join(state, "manifest.json"), "utf8").catch(() => "null"));

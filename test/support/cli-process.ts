@@ -2,6 +2,7 @@ import { type ChildProcessByStdio, spawn } from "node:child_process";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
 import { packageRoot } from "../../src/config/project-paths.js";
+import type { BatchSeamSpec } from "./batch-seams.js";
 
 export interface CliResult {
   code: number | null;
@@ -50,8 +51,12 @@ function cleanEnv(): Record<string, string | undefined> {
   );
 }
 
-function spawnCli(args: string[], env: Record<string, string>): CliChild {
-  return spawn(process.execPath, ["--import", "tsx", join(packageRoot(), "src", "cli", "main.ts"), ...args], {
+/** With `seams`, runs the test-only entry that installs them first (./sluice-with-seams.ts). */
+function spawnCli(args: string[], env: Record<string, string>, seams?: BatchSeamSpec): CliChild {
+  const entry = seams
+    ? [join(packageRoot(), "test", "support", "sluice-with-seams.ts"), "--seams", JSON.stringify(seams)]
+    : [join(packageRoot(), "src", "cli", "main.ts")];
+  return spawn(process.execPath, ["--import", "tsx", ...entry, ...args], {
     cwd: packageRoot(),
     env: { ...cleanEnv(), ...env },
     stdio: ["ignore", "pipe", "pipe"],
@@ -64,9 +69,16 @@ export interface StartedCli {
   done: Promise<{ code: number | null; out: string }>;
 }
 
-/** Starts the `sluice` CLI like `runCli` but returns at once, so a test can signal the process. */
-export function startCli(args: string[], env: Record<string, string> = {}): StartedCli {
-  const child = spawnCli(args, env);
+/**
+ * Starts the `sluice` CLI like `runCli` but returns at once, so a test can signal the process. `seams`
+ * installs batch test seams in the child (failing ids, slow shards, a held transaction).
+ */
+export function startCli(
+  args: string[],
+  env: Record<string, string> = {},
+  seams?: BatchSeamSpec,
+): StartedCli {
+  const child = spawnCli(args, env, seams);
   let out = "";
   child.stdout.on("data", (d: Buffer) => {
     out += d.toString();

@@ -10,6 +10,7 @@ import { FileSource } from "../../../src/batch/file-source.js";
 import { PartFileSink } from "../../../src/batch/part-file-sink.js";
 import type { ItemOutcome, ModelPort } from "../../../src/model/model-port.js";
 import { isSluiceError } from "../../../src/sluice-error.js";
+import { failingIds } from "../../support/batch-seams.js";
 
 /**
  * A deterministic in-process ModelPort (the ONNX seam, DESIGN.md §6.11): embedding = [length, word
@@ -241,7 +242,7 @@ describe("BatchJob over files", () => {
     await writeFile(input, jsonlInput(22, { empty: [3, 17] }));
     const out = join(d, "out");
     const first = await job(input, out, new FakeModel(), {
-      testFailIds: new Set(["id-5", "id-12", "id-21"]),
+      source: failingIds(new FileSource({ path: input }), new Set(["id-5", "id-12", "id-21"])),
     }).run();
     expect(first.rowsOk).toBe(17);
     expect(await failureIds(out)).toEqual(["id-3", "id-5", "id-12", "id-17", "id-21"]);
@@ -276,7 +277,10 @@ describe("BatchJob over files", () => {
     await writeFile(input, jsonlInput(30));
     const out = join(d, "out");
     const failing = new Set(Array.from({ length: 30 }, (_, i) => `id-${i}`).filter((_, i) => i % 2 === 0));
-    await job(input, out, new FakeModel(), { testFailIds: failing, shardSize: 10 }).run();
+    await job(input, out, new FakeModel(), {
+      source: failingIds(new FileSource({ path: input }), failing),
+      shardSize: 10,
+    }).run();
     expect(await failureIds(out)).toHaveLength(15);
 
     // Retry units hold 10 failed rows each; batch size 4 → 3 calls per unit: die in the second unit.

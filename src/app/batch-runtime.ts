@@ -1,0 +1,177 @@
+import { resolve } from "node:path";
+import { BatchJob, type BatchRunMode } from "../batch/batch-job.js";
+import type { BatchProgressSink } from "../batch/batch-progress-sink.js";
+import type { BatchRunSummary } from "../batch/batch-run-summary.js";
+import type { BatchSink } from "../batch/batch-sink.js";
+import type { BatchSource } from "../batch/batch-source.js";
+import { FileSource } from "../batch/file-source.js";
+import { KafkaRangeSource } from "../batch/kafka-range-source.js";
+import { KafkaTopicSink } from "../batch/kafka-topic-sink.js";
+import { PartFileSink } from "../batch/part-file-sink.js";
+import type { SluiceConfig } from "../config/config-schema.js";
+import { createKafka } from "../kafka/kafka-client.js";
+import { ModelRunner, type ModelRunnerOptions } from "../model/model-runner.js";
+import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
+import { SluiceError } from "../sluice-error.js";
+import { type BatchSeams, installedBatchSeams } from "./batch-seams.js";
+
+/** One offline run as `sluice batch` asks for it; unset (undefined) fields come from the configuration. */
+export interface BatchRunRequest {
+  /** FILE.jsonl, FILE.csv or kafka:TOPIC. */
+  input: string;
+  /** A directory for part files, or kafka:TOPIC. */
+  output: string;
+  /** Part file format: jsonl or avro. Default jsonl. */
+  format?: string | undefined;
+  /** File input format: jsonl or csv. Default: from the file extension. */
+  inputFormat?: string | undefined;
+  /** Default config batch.idField. */
+  idField?: string | undefined;
+  /** Default config batch.textField. */
+  textField?: string | undefined;
+  /** Rows per shard. Default config batch.shardSize. */
+  shardSize?: number | undefined;
+  /** Items per model call. Default config batching.maxBatchSize. */
+  batchSize?: number | undefined;
+  /** Topic inputs only: range start and (exclusive) end specs (src/batch/offset-spec.ts). */
+  from?: string | undefined;
+  to?: string | undefined;
+  /** Manifest/failures directory. Default: the output directory, or .sluice/batch/<topic> for a topic output. */
+  stateDir?: string | undefined;
+  /** Default resume. */
+  mode?: BatchRunMode | undefined;
+}
+
+export interface BatchRuntimeOptions {
+  /** Where progress counts go (the CLI passes its progress bar). Default: nowhere. */
+  progress?: BatchProgressSink;
+  /** Test seams (./batch-seams.ts). Default: those installed in this process, which production never sets. */
+  seams?: BatchSeams;
+}
+
+export interface BatchRuntime {
+  /** Runs the job once (resume, new run or retry round, per the request's mode). */
+  run(): Promise<BatchRunSummary>;
+  /** Asks the run to stop after the shard in progress; `run()` then resolves "interrupted". */
+  stop(): void;
+  /** Closes model, source and sink. */
+  close(): Promise<void>;
+}
+
+/**
+ * The offline composition root: source, sink, model and `BatchJob` for one `sluice batch` invocation,
+ * wired from the configuration and the request (docs/batch-mode.md). Wiring only; the job owns the logic.
+ */
+export async function createBatchRuntime(
+  config: SluiceConfig,
+  request: BatchRunRequest,
+  options: BatchRuntimeOptions = {},
+): Promise<BatchRuntime> {
+  const seams = options.seams ?? installedBatchSeams();
+  const idField = request.idField ?? config.batch.idField;
+  const textField = request.textField ?? config.batch.textField;
+  const kafka = () => createKafka(config.kafka, undefined, { clientId: `${config.kafka.clientId}-batch` });
+
+  let source: BatchSource;
+  let inputFormat: string;
+  const inputTopic = kafkaTopic(request.input, "--input");
+  if (inputTopic !== null) {
+    source = new KafkaRangeSource({
+      kafka: kafka(),
+      topic: inputTopic,
+      from: request.from ?? null,
+      to: request.to ?? null,
+      defaultCodec: config.topics.requestCodec,
+    });
+    inputFormat = `kafka-${config.topics.requestCodec}`;
+  } else {
+    if (request.from || request.to) {
+      throw new SluiceError("CONFIG_INVALID", "--from/--to/--range apply to kafka:TOPIC inputs only");
+    }
+    const format = request.inputFormat ?? (/\.csv$/i.test(request.input) ? "csv" : "jsonl");
+    if (format !== "jsonl" && format !== "csv") {
+      throw new SluiceError("CONFIG_INVALID", `--input-format must be jsonl or csv, got ${format}`);
+    }
+    source = new FileSource({ path: request.input, format, idField, textField });
+    inputFormat = format;
+  }
+
+  let sink: BatchSink;
+  let stateDir: string;
+  const outputTopic = kafkaTopic(request.output, "--output");
+  if (outputTopic !== null) {
+    sink = new KafkaTopicSink({
+      kafka: kafka(),
+      topic: outputTopic,
+      codec: config.topics.resultCodec,
+      ...(seams.beforeTopicCommit ? { beforeCommit: seams.beforeTopicCommit } : {}),
+    });
+    stateDir = resolve(request.stateDir ?? `.sluice/batch/${outputTopic}`);
+  } else {
+    const format = request.format ?? "jsonl";
+    if (format !== "jsonl" && format !== "avro") {
+      throw new SluiceError("CONFIG_INVALID", `--format must be jsonl or avro, got ${format}`);
+    }
+    sink = new PartFileSink({ dir: request.output, format });
+    stateDir = resolve(request.stateDir ?? request.output);
+  }
+  source = seams.wrapSource?.(source) ?? source;
+  sink = seams.wrapSink?.(sink) ?? sink;
+
+  const m = config.model;
+  const model = await ModelRunner.create(await batchModelOptions(config)).catch(async (error: unknown) => {
+    await Promise.allSettled([source.close(), sink.close()]);
+    throw error;
+  });
+  const close = async () => {
+    await Promise.allSettled([model.close(), source.close(), sink.close()]);
+  };
+  let job: BatchJob;
+  try {
+    job = new BatchJob({
+      source,
+      sink,
+      model,
+      stateDir,
+      shardSize: request.shardSize ?? config.batch.shardSize,
+      batchSize: request.batchSize ?? config.batching.maxBatchSize,
+      maxInFlightBatches: Math.max(2, m.workers * 2),
+      mode: request.mode ?? "resume",
+      tokenizerHash: model.tokenizerHash,
+      // Everything here changes output bytes; the model file and tokenizer are covered by model identity.
+      outputConfig: {
+        task: m.task,
+        pooling: m.pooling,
+        normalize: m.normalize,
+        maxSequenceTokens: m.maxSequenceTokens,
+        textPrefix: m.textPrefix,
+        labels: m.labels ?? null,
+        inputFormat,
+        idField,
+        textField,
+        outputFormat: sink.format,
+      },
+      ...(options.progress ? { progress: options.progress } : {}),
+    });
+  } catch (error) {
+    await close();
+    throw error;
+  }
+  return { run: () => job.run(), stop: () => job.stop(), close };
+}
+
+/**
+ * Same mapping as `sluice serve` (config `model` section → ModelRunner options), with model-fetch lines
+ * on stderr; shared by `sluice batch`, `sluice plan --measure` and the batch benchmark.
+ */
+export function batchModelOptions(config: SluiceConfig): Promise<ModelRunnerOptions> {
+  return modelRunnerOptionsFromConfig(config, (line) => process.stderr.write(`model: ${line}\n`));
+}
+
+/** `kafka:TOPIC` → TOPIC; anything else is a path → null. */
+function kafkaTopic(spec: string, flag: "--input" | "--output"): string | null {
+  if (!spec.startsWith("kafka:")) return null;
+  const topic = spec.slice("kafka:".length);
+  if (!topic) throw new SluiceError("CONFIG_INVALID", `${flag} kafka:TOPIC needs a topic name`);
+  return topic;
+}
