@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { formatStatusTable } from "../../src/cli/status-command.js";
+import { formatStatusTable } from "../../src/app/group-status-table.js";
 import { readGroupStatus } from "../../src/observability/group-status.js";
 import { InFlightRecords } from "../../src/observability/in-flight-records.js";
 import { LagMonitor } from "../../src/observability/lag-monitor.js";
