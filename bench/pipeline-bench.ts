@@ -29,6 +29,7 @@ import { loadavg } from "node:os";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import * as hdr from "hdr-histogram-js";
 import { type Consumer, Kafka, logLevel } from "kafkajs";
+import { createStreamProcessor } from "../src/app/stream-processor-factory.js";
 import { loadConfig } from "../src/config/index.js";
 import { encodeRequest, RequestDecoder } from "../src/contracts/request-codec.js";
 import { ResultEncoder } from "../src/contracts/result-codec.js";
@@ -41,7 +42,6 @@ import { ModelRunner } from "../src/model/model-runner.js";
 import { modelRunnerOptionsFromConfig } from "../src/model/model-runner-config.js";
 import { NoopModel } from "../src/model/noop-model.js";
 import { SluiceEvents } from "../src/observability/sluice-events.js";
-import { StreamProcessor } from "../src/processor/stream-processor.js";
 import { processorOptionsFromConfig } from "../src/processor/stream-processor-options.js";
 import { loadCorpus } from "./corpus.js";
 import { machineDescription, writeBenchmarkSection } from "./report.js";
@@ -293,7 +293,7 @@ async function main(): Promise<void> {
     events.on("record.outcome", (e) => {
       if (e.outcome !== "result" || e.status !== "ok") stats.notOk++;
     });
-    const processor = new StreamProcessor({
+    const processor = createStreamProcessor({
       ...processorOptionsFromConfig(config, { kafka, model, events }),
       groupId: l.groupId,
       requestTopics: [l.requestTopic],

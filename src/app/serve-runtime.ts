@@ -11,9 +11,10 @@ import { LagMonitor } from "../observability/lag-monitor.js";
 import { SluiceMetrics } from "../observability/metrics.js";
 import { ObservabilityServer } from "../observability/observability-server.js";
 import { SluiceEvents } from "../observability/sluice-events.js";
-import type { SluiceError } from "../sluice-error.js";
-import { StreamProcessor } from "../processor/stream-processor.js";
+import type { StreamProcessor } from "../processor/stream-processor.js";
 import { processorOptionsFromConfig } from "../processor/stream-processor-options.js";
+import type { SluiceError } from "../sluice-error.js";
+import { createStreamProcessor } from "./stream-processor-factory.js";
 
 export interface ServeRuntime {
   processor: StreamProcessor;
@@ -34,7 +35,14 @@ export interface ServeRuntime {
 export async function startServeRuntime(config: SluiceConfig, logger: Logger): Promise<ServeRuntime> {
   // Results are keyed by request id; the v2 default (Java-compatible murmur2) partitioner is what we want.
   process.env.KAFKAJS_NO_PARTITIONER_WARNING ??= "1";
-  const events = new SluiceEvents();
+  // A throwing subscriber is a Sluice bug (metrics, logs): report it, never let it reach the pipeline.
+  const events = new SluiceEvents({
+    onListenerError: (event, error) =>
+      logger.error(
+        { event, err: String(error) },
+        "event subscriber threw; ignored (a bug in Sluice: please report it)",
+      ),
+  });
   // `instance_id`, not `instance`: Prometheus sets `instance` to the scrape target and would rename ours
   // to `exported_instance`.
   const metrics = new SluiceMetrics({ defaultLabels: { instance_id: config.observability.instanceId } });
@@ -64,7 +72,7 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
     task: model.task,
   });
 
-  const processor = new StreamProcessor(
+  const processor = createStreamProcessor(
     processorOptionsFromConfig(config, {
       kafka,
       model,

@@ -47,7 +47,8 @@ export interface MicroBatcherOptions<T> {
 
 export const MICRO_BATCHER_DEFAULTS = { maxBatchSize: 32, maxBatchTokens: 8192, maxWaitMs: 10 } as const;
 
-const systemClock: BatcherClock = {
+/** Date.now and the global timers. */
+export const systemClock: BatcherClock = {
   now: () => Date.now(),
   setTimeout: (fn, ms) => setTimeout(fn, ms),
   clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),

@@ -1,5 +1,7 @@
 import { hostname } from "node:os";
 import { z } from "zod";
+import { MICRO_BATCHER_DEFAULTS } from "../batching/micro-batcher.js";
+import { DEDUPLICATOR_DEFAULTS } from "../delivery/deduplicator.js";
 
 /**
  * The one typed configuration of Sluice. Every key is documented with `.describe()`; defaults and
@@ -8,9 +10,15 @@ import { z } from "zod";
  * Sections use `prefault({})` (not `default({})`) so that a missing section is parsed like an empty
  * object and picks up each field's default (zod 4 returns `default` values without parsing them).
  * Objects are strict: an unknown key is a typo and fails loudly instead of being ignored.
+ *
+ * Components take resolved options (no defaults of their own); `resolveProcessorOptions` validates
+ * programmatic options through this same schema. The standalone pure components (MicroBatcher,
+ * Deduplicator) keep their defaults next to their code, and this schema takes them from there, so
+ * each default value is written once.
  */
 
-const positiveInt = () => z.number().int().positive();
+const positiveInt = () =>
+  z.number().int({ error: "must be a whole number" }).positive({ error: "must be a positive number" });
 const topicName = () =>
   z
     .string()
@@ -47,7 +55,7 @@ export const topicsSchema = z
   .strictObject({
     requests: z
       .array(topicName())
-      .min(1)
+      .min(1, { error: "no request topics: name at least one" })
       .default(["sluice.requests"])
       .describe("Request topics to consume (one or more)."),
     results: topicName().default("sluice.results").describe("Topic results are published to."),
@@ -79,6 +87,12 @@ export const consumerSchema = z
     maxBytesPerPartition: positiveInt()
       .default(1_048_576)
       .describe("Max bytes fetched per partition, bytes."),
+    restoreTimeoutMs: positiveInt()
+      .default(60_000)
+      .describe("Longest read of a partition's dedup changelog before the restore is retried, ms."),
+    restoreRetryMs: positiveInt()
+      .default(1000)
+      .describe("Wait before retrying a failed partition restore, ms."),
   })
   .describe("Kafka consumer settings.");
 
@@ -89,16 +103,16 @@ export const batchingSchema = z
       .int()
       .min(1)
       .max(4096)
-      .default(32)
+      .default(MICRO_BATCHER_DEFAULTS.maxBatchSize)
       .describe("Max requests per micro-batch (1..4096)."),
     maxBatchTokens: positiveInt()
-      .default(8192)
+      .default(MICRO_BATCHER_DEFAULTS.maxBatchTokens)
       .describe("Max padded tokens per micro-batch (batch size x longest sequence)."),
     maxWaitMs: z
       .number()
       .int()
       .min(0)
-      .default(10)
+      .default(MICRO_BATCHER_DEFAULTS.maxWaitMs)
       .describe("Longest time the first queued request waits for a batch to fill, ms."),
     maxInFlightBatches: positiveInt().default(2).describe("Batches being inferred at the same time."),
     maxQueuedRecords: positiveInt()
@@ -127,7 +141,7 @@ export const deliverySchema = z
       .default(60_000)
       .describe("Broker-side transaction timeout, ms; must exceed commitIntervalMs."),
     dedupTtlMs: positiveInt()
-      .default(86_400_000)
+      .default(DEDUPLICATOR_DEFAULTS.ttlMs)
       .describe("How long a request id is remembered for deduplication, ms."),
     dedupMaxEntries: positiveInt()
       .default(1_000_000)
@@ -287,12 +301,18 @@ export const sluiceConfigSchema = z
           code: "custom",
           path: ["topics", key],
           input: c.topics[key],
-          message: "must differ from every topic in topics.requests (Sluice would consume its own output)",
+          message:
+            "must differ from every topic in topics.requests: a request topic that is also an output topic would make Sluice consume its own output",
         });
       }
     }
   })
   .describe("Sluice configuration.");
+
+/** The configuration with every default applied (what an empty file and no overrides give). */
+export function defaultConfig(): SluiceConfig {
+  return sluiceConfigSchema.parse({});
+}
 
 /** The effective, fully defaulted configuration. */
 export type SluiceConfig = z.output<typeof sluiceConfigSchema>;

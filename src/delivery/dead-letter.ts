@@ -9,7 +9,7 @@ import type { RecordHeaders } from "../contracts/codec.js";
  * get a result instead (see result-builder.ts), so every record is exactly one of result, dead
  * letter or counted duplicate.
  */
-export type DeadLetterStage = "decode" | "validate" | "dedup" | "model" | "deliver";
+export type DeadLetterStage = "decode" | "validate" | "model" | "deliver";
 
 export interface DeadLetterSource {
   topic: string;
@@ -68,16 +68,7 @@ export function buildDeadLetter(
     // A replayed dead letter gets fresh error context, not two competing sets.
     if (value !== undefined && !name.startsWith("sluice.error.")) headers[name] = value;
   }
-  const message =
-    error.message.length > MAX_ERROR_MESSAGE_CHARS
-      ? `${error.message.slice(0, MAX_ERROR_MESSAGE_CHARS - 1)}…`
-      : error.message;
-  headers[DEAD_LETTER_HEADERS.code] = error.code;
-  headers[DEAD_LETTER_HEADERS.message] = message;
-  headers[DEAD_LETTER_HEADERS.stage] = error.stage;
-  headers[DEAD_LETTER_HEADERS.topic] = source.topic;
-  headers[DEAD_LETTER_HEADERS.partition] = String(source.partition);
-  headers[DEAD_LETTER_HEADERS.offset] = source.offset;
+  Object.assign(headers, errorHeaders(source, error));
   let value = source.value;
   const maxBytes = limits.maxBytes;
   if (maxBytes !== undefined && value !== null) {
@@ -90,6 +81,43 @@ export function buildDeadLetter(
     }
   }
   return { key: source.key, value, headers, timestamp: source.timestamp };
+}
+
+/**
+ * A dead letter with error headers only: no key, no value, none of the source's headers, producer
+ * time. It replaces outputs the broker refused as too large even alone, so the record still ends as
+ * exactly one dead letter; `droppedBytes` (the refused outputs' size) goes into the value-truncated
+ * header.
+ */
+export function buildPayloadlessDeadLetter(
+  source: Pick<DeadLetterSource, "topic" | "partition" | "offset">,
+  error: DeadLetterError,
+  droppedBytes: number,
+): Omit<DeadLetterRecord, "timestamp"> {
+  return {
+    key: null,
+    value: null,
+    headers: { ...errorHeaders(source, error), [DEAD_LETTER_HEADERS.valueTruncated]: String(droppedBytes) },
+  };
+}
+
+/** The one place the error-context headers are written. */
+function errorHeaders(
+  source: Pick<DeadLetterSource, "topic" | "partition" | "offset">,
+  error: DeadLetterError,
+): Record<string, string> {
+  const message =
+    error.message.length > MAX_ERROR_MESSAGE_CHARS
+      ? `${error.message.slice(0, MAX_ERROR_MESSAGE_CHARS - 1)}…`
+      : error.message;
+  return {
+    [DEAD_LETTER_HEADERS.code]: error.code,
+    [DEAD_LETTER_HEADERS.message]: message,
+    [DEAD_LETTER_HEADERS.stage]: error.stage,
+    [DEAD_LETTER_HEADERS.topic]: source.topic,
+    [DEAD_LETTER_HEADERS.partition]: String(source.partition),
+    [DEAD_LETTER_HEADERS.offset]: source.offset,
+  };
 }
 
 function headerBytes(headers: RecordHeaders): number {

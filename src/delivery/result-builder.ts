@@ -54,11 +54,6 @@ export function statusOf(outcome: ResultOutcome): ResultStatus {
   }
 }
 
-/** True when `request` has a deadline at or before `nowMs`. */
-export function isPastDeadline(request: InferenceRequest, nowMs: number): boolean {
-  return request.deadlineMs !== undefined && request.deadlineMs !== null && request.deadlineMs <= nowMs;
-}
-
 /** The outcome for a request whose deadline passed before inference. */
 export function expiredOutcome(deadlineMs: number, nowMs: number): ResultOutcome {
   return {

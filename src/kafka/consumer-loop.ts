@@ -1,11 +1,8 @@
 import type { Consumer, Kafka, KafkaMessage } from "kafkajs";
+import { partitionsByTopic, type TopicPartition } from "../contracts/topic-partition.js";
 import { SluiceError } from "../sluice-error.js";
-import { fixAbortedTransactionOrder } from "./aborted-transaction-order.js";
 
-export interface TopicPartition {
-  topic: string;
-  partition: number;
-}
+export type { TopicPartition } from "../contracts/topic-partition.js";
 
 /** Handlers the owner of the loop supplies. All are called on the consumer's task and must be quick. */
 export interface ConsumerLoopHandlers {
@@ -33,16 +30,17 @@ export interface ConsumerLoopHandlers {
   onFatal(error: SluiceError): void;
 }
 
+/** Resolved options (defaults and the heartbeat < session rule live in the config schema). */
 export interface ConsumerLoopOptions {
   kafka: Kafka;
   groupId: string;
   topics: readonly string[];
-  /** Group session timeout, ms. Default 30000. */
-  sessionTimeoutMs?: number;
-  /** Heartbeat interval, ms; below sessionTimeoutMs. Default 3000. */
-  heartbeatIntervalMs?: number;
-  /** Max bytes per partition per fetch, bytes. Default 1 MiB. */
-  maxBytesPerPartition?: number;
+  /** Group session timeout, ms. */
+  sessionTimeoutMs: number;
+  /** Heartbeat interval, ms; below sessionTimeoutMs. */
+  heartbeatIntervalMs: number;
+  /** Max bytes per partition per fetch, bytes. */
+  maxBytesPerPartition: number;
   /** Longest time a fetch waits for data at the broker, ms. Default 100 (latency matters online). */
   maxWaitTimeMs?: number;
 }
@@ -59,31 +57,19 @@ export interface ConsumerLoopOptions {
 export class ConsumerLoop {
   private readonly consumer: Consumer;
   private readonly opts: ConsumerLoopOptions;
-  private readonly handlers: ConsumerLoopHandlers;
+  private handlers: ConsumerLoopHandlers | undefined;
   private started = false;
   private stopping: Promise<void> | undefined;
 
-  constructor(opts: ConsumerLoopOptions, handlers: ConsumerLoopHandlers) {
-    const sessionTimeoutMs = opts.sessionTimeoutMs ?? 30_000;
-    const heartbeatIntervalMs = opts.heartbeatIntervalMs ?? 3000;
-    if (heartbeatIntervalMs >= sessionTimeoutMs) {
-      throw new SluiceError(
-        "CONFIG_INVALID",
-        `heartbeatIntervalMs (${heartbeatIntervalMs}) must be below sessionTimeoutMs (${sessionTimeoutMs})`,
-      );
-    }
-    if (opts.topics.length === 0)
-      throw new SluiceError("CONFIG_INVALID", "ConsumerLoop needs at least one topic");
+  constructor(opts: ConsumerLoopOptions) {
     this.opts = opts;
-    this.handlers = handlers;
-    fixAbortedTransactionOrder(); // read_committed must really skip aborted input
     this.consumer = opts.kafka.consumer({
       groupId: opts.groupId,
-      sessionTimeout: sessionTimeoutMs,
-      heartbeatInterval: heartbeatIntervalMs,
+      sessionTimeout: opts.sessionTimeoutMs,
+      heartbeatInterval: opts.heartbeatIntervalMs,
       readUncommitted: false,
       allowAutoTopicCreation: false,
-      maxBytesPerPartition: opts.maxBytesPerPartition ?? 1_048_576,
+      maxBytesPerPartition: opts.maxBytesPerPartition,
       maxWaitTimeInMs: opts.maxWaitTimeMs ?? 100,
       retry: { retries: 10 },
     });
@@ -92,12 +78,12 @@ export class ConsumerLoop {
       for (const [topic, partitions] of Object.entries(e.payload.memberAssignment)) {
         for (const partition of partitions) assignment.push({ topic, partition });
       }
-      this.handlers.onAssigned(assignment);
+      this.handlers?.onAssigned(assignment);
     });
-    this.consumer.on(this.consumer.events.REBALANCING, () => this.handlers.onRebalancing());
+    this.consumer.on(this.consumer.events.REBALANCING, () => this.handlers?.onRebalancing());
     this.consumer.on(this.consumer.events.CRASH, (e) => {
       if (e.payload.restart) return; // kafkajs rejoins by itself
-      this.handlers.onFatal(
+      this.handlers?.onFatal(
         new SluiceError("BROKER_UNAVAILABLE", `Kafka consumer stopped: ${e.payload.error.message}`, {
           cause: e.payload.error,
         }),
@@ -105,9 +91,11 @@ export class ConsumerLoop {
     });
   }
 
-  async start(): Promise<void> {
+  /** Joins the group and starts fetching; `handlers` receive every callback from now on. */
+  async start(handlers: ConsumerLoopHandlers): Promise<void> {
     if (this.started) return;
     this.started = true;
+    this.handlers = handlers;
     await this.consumer.connect();
     for (const topic of this.opts.topics) await this.consumer.subscribe({ topic, fromBeginning: true });
     await this.consumer.run({
@@ -120,7 +108,7 @@ export class ConsumerLoop {
         const fetchedOffset =
           (batch as typeof batch & { fetchedOffset?: string }).fetchedOffset ??
           (batch.messages[0]?.offset as string);
-        const verdict = this.handlers.onRecords(
+        const verdict = handlers.onRecords(
           batch.topic,
           batch.partition,
           batch.messages,
@@ -167,11 +155,5 @@ export class ConsumerLoop {
 }
 
 function group(partitions: readonly TopicPartition[]): { topic: string; partitions: number[] }[] {
-  const byTopic = new Map<string, number[]>();
-  for (const { topic, partition } of partitions) {
-    const list = byTopic.get(topic) ?? [];
-    list.push(partition);
-    byTopic.set(topic, list);
-  }
-  return [...byTopic].map(([topic, ps]) => ({ topic, partitions: ps }));
+  return [...partitionsByTopic(partitions)].map(([topic, ps]) => ({ topic, partitions: ps }));
 }

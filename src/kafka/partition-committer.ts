@@ -1,62 +1,50 @@
 import type { Kafka } from "kafkajs";
-import { OFFSET_CHECKPOINT_KEY } from "../delivery/changelog-restorer.js";
-import { DEAD_LETTER_HEADERS } from "../delivery/dead-letter.js";
+import { withoutPayload } from "../delivery/completion-builder.js";
 import { type CommittableRange, OffsetTracker } from "../delivery/offset-tracker.js";
 import {
-  AtLeastOncePublisher,
-  estimateBytes,
+  completionBytes,
   type OutboundMessage,
-  type ResultPublisher,
-  TransactionalPublisher,
-} from "../delivery/result-publisher.js";
-import type { SluiceEventMap, SluiceEventName, SluiceEvents } from "../observability/sluice-events.js";
+  type RecordCompletion,
+} from "../delivery/outbound-message.js";
+import type { SluiceEvents } from "../observability/sluice-events.js";
 import { SluiceError } from "../sluice-error.js";
+import { OFFSET_CHECKPOINT_KEY } from "./changelog-reader.js";
+import { AtLeastOncePublisher, type ResultPublisher, TransactionalPublisher } from "./result-publisher.js";
 
-export type { OutboundMessage } from "../delivery/result-publisher.js";
-export { classify } from "../delivery/result-publisher.js";
-
-/** What finishing one input record produced; published when its transaction commits. */
-export interface RecordCompletion {
-  messages: OutboundMessage[];
-  outcome: "result" | "dead_letter" | "duplicate";
-  status?: "ok" | "expired" | "rejected" | "error";
-  errorCode?: string;
-  /** Timestamp of the input record, epoch ms. */
-  recordTimestampMs: number;
-}
-
+/**
+ * Resolved options (defaults and cross-field rules live in the config schema, src/config). The
+ * processor's composition root fills them from the configuration.
+ */
 export interface PartitionCommitterOptions {
   kafka: Kafka;
   groupId: string;
   topic: string;
   partition: number;
   events: SluiceEvents;
-  /** How long a transaction may collect completed records before it commits, ms. Default 100. */
-  commitIntervalMs?: number;
-  /** Broker-side transaction timeout, ms. Default 60000. */
-  transactionTimeoutMs?: number;
+  /** How long a transaction may collect completed records before it commits, ms (0 = at once). */
+  commitIntervalMs: number;
+  /** Broker-side transaction timeout, ms. */
+  transactionTimeoutMs: number;
   /**
    * Changelog partition that receives the offset checkpoint record (OFFSET_CHECKPOINT_KEY) in every
-   * transaction; see changelog-restorer.ts for why. Omit to rely on the group's committed offset only.
-   * Completion messages to this topic (dedup changelog entries) are bookkeeping, published after the
-   * outputs in at-least-once mode.
+   * transaction; see changelog-reader.ts for why. Omit to rely on the group's committed offset only.
    */
   offsetCheckpoint?: { topic: string; partition: number };
   /**
-   * true (default): every commit is one Kafka transaction with the consumer offset (exactly-once
-   * style, docs/exactly-once.md). false: at-least-once, a plain idempotent producer followed by
+   * true: every commit is one Kafka transaction with the consumer offset (exactly-once style,
+   * docs/exactly-once.md). false: at-least-once, a plain idempotent producer followed by
    * `commitOffset` (required then).
    */
-  transactions?: boolean;
+  transactions: boolean;
   /** At-least-once only: commits the group offset (next offset to read) through the consumer. */
   commitOffset?: (nextOffset: string) => Promise<void>;
-  /** Most input records per transaction; the rest of the completed prefix follows right after. Default 500. */
-  maxTransactionRecords?: number;
+  /** Most input records per transaction; the rest of the completed prefix follows right after. */
+  maxTransactionRecords: number;
   /**
    * Most estimated output bytes (key + value + headers of every record) per transaction, bytes; at
-   * least one input record always goes. Default 512 KiB (half the broker's default message.max.bytes).
+   * least one input record always goes.
    */
-  maxTransactionBytes?: number;
+  maxTransactionBytes: number;
   /**
    * Where a record's outputs go when the broker refuses them as too large even alone: a dead letter
    * without payload (key, value and original headers dropped; error headers kept). Without it such a
@@ -68,14 +56,6 @@ export interface PartitionCommitterOptions {
   /** Called once when a commit fails; the committer is dead afterwards (sticky error). */
   onFailure: (error: SluiceError) => void;
 }
-
-export const COMMITTER_DEFAULTS = {
-  maxTransactionRecords: 500,
-  maxTransactionBytes: 512 * 1024,
-} as const;
-
-/** Code of the payload-less dead letter that replaces outputs the broker refuses as too large. */
-export const OUTPUT_TOO_LARGE = "OUTPUT_TOO_LARGE";
 
 /**
  * Publishes the outputs of one input partition with its consumer offset: in Kafka transactions
@@ -117,9 +97,9 @@ export class PartitionCommitter {
     this.topic = opts.topic;
     this.partition = opts.partition;
     this.publisher = publisher;
-    this.commitIntervalMs = opts.commitIntervalMs ?? 100;
-    this.maxTransactionRecords = opts.maxTransactionRecords ?? COMMITTER_DEFAULTS.maxTransactionRecords;
-    this.maxTransactionBytes = opts.maxTransactionBytes ?? COMMITTER_DEFAULTS.maxTransactionBytes;
+    this.commitIntervalMs = opts.commitIntervalMs;
+    this.maxTransactionRecords = opts.maxTransactionRecords;
+    this.maxTransactionBytes = opts.maxTransactionBytes;
   }
 
   /** Records tracked and not yet committed (in flight, waiting for the prefix, or being published). */
@@ -136,41 +116,17 @@ export class PartitionCommitter {
    * any previous owner (do this before reading the committed offset).
    */
   static async create(opts: PartitionCommitterOptions): Promise<PartitionCommitter> {
-    const commitIntervalMs = opts.commitIntervalMs ?? 100;
-    const transactionTimeoutMs = opts.transactionTimeoutMs ?? 60_000;
-    if (!Number.isInteger(commitIntervalMs) || commitIntervalMs < 0) {
-      throw new SluiceError(
-        "CONFIG_INVALID",
-        `commitIntervalMs must be an integer >= 0, got ${commitIntervalMs}`,
-      );
-    }
-    if (commitIntervalMs >= transactionTimeoutMs) {
-      throw new SluiceError(
-        "CONFIG_INVALID",
-        `commitIntervalMs (${commitIntervalMs}) must be below transactionTimeoutMs (${transactionTimeoutMs})`,
-      );
-    }
-    for (const key of ["maxTransactionRecords", "maxTransactionBytes"] as const) {
-      const v = opts[key];
-      if (v !== undefined && (!Number.isInteger(v) || v < 1)) {
-        throw new SluiceError("CONFIG_INVALID", `${key} must be an integer >= 1, got ${v}`);
-      }
-    }
-    const transactions = opts.transactions ?? true;
-    if (!transactions && !opts.commitOffset) {
+    if (!opts.transactions && !opts.commitOffset) {
       throw new SluiceError(
         "CONFIG_INVALID",
         "PartitionCommitter: transactions=false (at-least-once) needs commitOffset to commit the consumer offset",
       );
     }
     const target = { kafka: opts.kafka, groupId: opts.groupId, topic: opts.topic, partition: opts.partition };
-    const publisher: ResultPublisher = transactions
-      ? await TransactionalPublisher.create(target, { transactionTimeoutMs })
+    const publisher: ResultPublisher = opts.transactions
+      ? await TransactionalPublisher.create(target, { transactionTimeoutMs: opts.transactionTimeoutMs })
       : await AtLeastOncePublisher.create(target, opts.commitOffset as (nextOffset: string) => Promise<void>);
-    const committer = new PartitionCommitter(
-      { ...opts, commitIntervalMs, transactionTimeoutMs, transactions },
-      publisher,
-    );
+    const committer = new PartitionCommitter(opts, publisher);
     committer.schedule();
     return committer;
   }
@@ -301,40 +257,12 @@ export class PartitionCommitter {
       offset !== undefined &&
       this.opts.deadLetterTopic !== undefined
     ) {
-      const replaced = this.withoutPayload(only, offset, this.opts.deadLetterTopic);
+      const source = { topic: this.topic, partition: this.partition, offset };
+      const replaced = withoutPayload(only, source, this.opts.deadLetterTopic);
       await this.commitRange({ ...range, completions: [replaced] }, true);
       return;
     }
     this.fail(error, range.completions.length, 0);
-  }
-
-  /** A record's outputs replaced by one dead letter carrying only error headers; changelog entries kept. */
-  private withoutPayload(completion: RecordCompletion, offset: string, topic: string): RecordCompletion {
-    const checkpoint = this.opts.offsetCheckpoint;
-    const bookkeeping = completion.messages.filter((m) => checkpoint && m.topic === checkpoint.topic);
-    const outputBytes = completion.messages
-      .filter((m) => !(checkpoint && m.topic === checkpoint.topic))
-      .reduce((n, m) => n + estimateBytes(m), 0);
-    const deadLetter: OutboundMessage = {
-      topic,
-      key: null,
-      value: null,
-      headers: {
-        [DEAD_LETTER_HEADERS.code]: OUTPUT_TOO_LARGE,
-        [DEAD_LETTER_HEADERS.message]: `the broker refused this record's ${completion.outcome} (about ${outputBytes} bytes) as too large; it was dead-lettered without key, value or headers`,
-        [DEAD_LETTER_HEADERS.stage]: "deliver",
-        [DEAD_LETTER_HEADERS.topic]: this.topic,
-        [DEAD_LETTER_HEADERS.partition]: String(this.partition),
-        [DEAD_LETTER_HEADERS.offset]: offset,
-        [DEAD_LETTER_HEADERS.valueTruncated]: String(outputBytes),
-      },
-    };
-    return {
-      messages: [deadLetter, ...bookkeeping],
-      outcome: "dead_letter",
-      errorCode: OUTPUT_TOO_LARGE,
-      recordTimestampMs: completion.recordTimestampMs,
-    };
   }
 
   /** Publishes one unit; returns the classified error instead of failing, so the caller can split. */
@@ -349,8 +277,8 @@ export class PartitionCommitter {
     const outputs: OutboundMessage[] = [];
     const bookkeeping: OutboundMessage[] = [];
     for (const c of completions) {
-      for (const m of c.messages)
-        (checkpoint && m.topic === checkpoint.topic ? bookkeeping : outputs).push(m);
+      outputs.push(...c.outputs);
+      bookkeeping.push(...c.changelog);
     }
     if (checkpoint) {
       bookkeeping.push({
@@ -376,7 +304,7 @@ export class PartitionCommitter {
             );
       if (failure.code === "PUBLISH_TOO_LARGE") {
         // Aborted and retried in smaller units by commitRange; not a failure of the partition.
-        this.emit("transaction.finished", {
+        this.opts.events.emit("transaction.finished", {
           topic: this.topic,
           partition: this.partition,
           outcome: "aborted",
@@ -390,7 +318,7 @@ export class PartitionCommitter {
     }
     const now = Date.now();
     const last = completions[completions.length - 1];
-    this.emit("transaction.finished", {
+    this.opts.events.emit("transaction.finished", {
       topic: this.topic,
       partition: this.partition,
       outcome: "committed",
@@ -400,7 +328,7 @@ export class PartitionCommitter {
       ...(last ? { lastEventTimestampMs: last.recordTimestampMs } : {}),
     });
     for (const c of completions) {
-      this.emit("record.outcome", {
+      this.opts.events.emit("record.outcome", {
         topic: this.topic,
         partition: this.partition,
         outcome: c.outcome,
@@ -417,7 +345,7 @@ export class PartitionCommitter {
     this.failure = error;
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
-    this.emit("transaction.finished", {
+    this.opts.events.emit("transaction.finished", {
       topic: this.topic,
       partition: this.partition,
       outcome: error.code === "PRODUCER_FENCED" ? "fenced" : "failed",
@@ -427,24 +355,9 @@ export class PartitionCommitter {
     this.opts.onFailure(error);
   }
 
-  /** Subscribers must not break a commit (a throw here would become an unhandled rejection). */
-  private emit<K extends SluiceEventName>(name: K, payload: SluiceEventMap[K]): void {
-    try {
-      this.opts.events.emit(name, payload);
-    } catch {
-      // observability bug; the commit itself succeeded or failed independently of it
-    }
-  }
-
   private throwIfFailed(): void {
     if (this.failure) throw this.failure;
   }
-}
-
-function completionBytes(c: RecordCompletion): number {
-  let n = 0;
-  for (const m of c.messages) n += estimateBytes(m);
-  return n;
 }
 
 function sliceRange(

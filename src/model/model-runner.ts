@@ -2,7 +2,6 @@ import { readFile } from "node:fs/promises";
 import { basename } from "node:path";
 import { z } from "zod";
 import type { ModelIdentity } from "../contracts/inference.js";
-import type { SluiceEvents } from "../observability/sluice-events.js";
 import { SluiceError } from "../sluice-error.js";
 import { padSequences, planSubBatches } from "./batch-planner.js";
 import { InferenceWorkerPool } from "./inference-worker-pool.js";
@@ -65,10 +64,7 @@ const optionsSchema = z
   })
   .strict();
 
-export type ModelRunnerOptions = z.input<typeof optionsSchema> & {
-  /** Receives `model.loaded`. */
-  events?: SluiceEvents;
-};
+export type ModelRunnerOptions = z.input<typeof optionsSchema>;
 type ResolvedOptions = z.output<typeof optionsSchema>;
 
 /** What `sluice model info` prints. */
@@ -123,8 +119,7 @@ export class ModelRunner implements ModelPort {
   }
 
   static async create(options: ModelRunnerOptions): Promise<ModelRunner> {
-    const { events, ...rest } = options;
-    const parsed = optionsSchema.safeParse(rest);
+    const parsed = optionsSchema.safeParse(options);
     if (!parsed.success) {
       throw new SluiceError(
         "CONFIG_INVALID",
@@ -172,11 +167,6 @@ export class ModelRunner implements ModelPort {
     try {
       const description = describe(o, pool, fingerprint, summary);
       const runner = new ModelRunner(o, tokenizer, pool, description);
-      events?.emit("model.loaded", {
-        name: runner.identity.name,
-        version: runner.identity.version,
-        task: o.task,
-      });
       return runner;
     } catch (error) {
       await pool.close();

@@ -111,11 +111,31 @@ export interface LagSample {
 
 export type SluiceEventName = keyof SluiceEventMap;
 
+export interface SluiceEventsOptions {
+  /**
+   * Called when a subscriber throws. The throw never reaches the emitter (a metrics bug must not
+   * break the pipeline or lose records) and the other subscribers still run. Default: a process
+   * warning.
+   */
+  onListenerError?: (event: SluiceEventName, error: unknown) => void;
+}
+
+/**
+ * The typed event bus every stage emits on and observability listens to. `emit` is safe: a throwing
+ * subscriber is reported through `onListenerError`, never to the emitting stage.
+ */
 export class SluiceEvents {
   private readonly emitter = new EventEmitter();
+  private readonly onListenerError: (event: SluiceEventName, error: unknown) => void;
 
-  constructor() {
+  constructor(options: SluiceEventsOptions = {}) {
     this.emitter.setMaxListeners(50);
+    this.onListenerError =
+      options.onListenerError ??
+      ((event, error) =>
+        process.emitWarning(
+          `a subscriber of ${event} threw (ignored): ${error instanceof Error ? error.message : String(error)}`,
+        ));
   }
 
   emit<K extends SluiceEventName>(name: K, payload: SluiceEventMap[K]): void {
@@ -124,7 +144,14 @@ export class SluiceEvents {
   }
 
   on<K extends SluiceEventName>(name: K, listener: (payload: SluiceEventMap[K]) => void): () => void {
-    this.emitter.on(name, listener);
-    return () => this.emitter.off(name, listener);
+    const safe = (payload: SluiceEventMap[K]): void => {
+      try {
+        listener(payload);
+      } catch (error) {
+        this.onListenerError(name, error);
+      }
+    };
+    this.emitter.on(name, safe);
+    return () => this.emitter.off(name, safe);
   }
 }

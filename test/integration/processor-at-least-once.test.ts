@@ -3,11 +3,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Kafka } from "kafkajs";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { createStreamProcessor } from "../../src/app/stream-processor-factory.js";
 import { PartitionCommitter } from "../../src/kafka/partition-committer.js";
 import { ensureTopics } from "../../src/kafka/topic-admin.js";
 import { ModelRunner } from "../../src/model/model-runner.js";
 import { SluiceEvents } from "../../src/observability/sluice-events.js";
-import { StreamProcessor } from "../../src/processor/stream-processor.js";
 import type { StreamProcessorOptions } from "../../src/processor/stream-processor-options.js";
 import { createTopics, produceMessages, testKafka, uniqueName } from "../support/kafka-harness.js";
 import { layoutOptions, processorLayout } from "../support/processor-layout.js";
@@ -78,7 +78,7 @@ describe("StreamProcessor at-least-once mode (real Kafka, tiny model)", () => {
 
     const events1 = new SluiceEvents();
     const outcomes1 = countOutcomes(events1);
-    const p1 = new StreamProcessor(options(events1));
+    const p1 = createStreamProcessor(options(events1));
     await p1.start();
     const results1 = await readCommitted(layout.results, { expected: first.length, settleMs: 500 });
     const dlq = await readCommitted(layout.deadLetters, { expected: 1, settleMs: 200 });
@@ -105,7 +105,7 @@ describe("StreamProcessor at-least-once mode (real Kafka, tiny model)", () => {
     await produce(kafka, requestTopic, [...second, "a-1", "a-2", "a-3"]);
     const events2 = new SluiceEvents();
     const outcomes2 = countOutcomes(events2);
-    const p2 = new StreamProcessor(options(events2));
+    const p2 = createStreamProcessor(options(events2));
     await p2.start();
     const results2 = await readCommitted(layout.results, { expected: 80, settleMs: 1000, timeoutMs: 30_000 });
     for (let i = 0; i < 50 && (await groupProgress(groupId, requestTopic)).committed < 84; i++) {
@@ -165,6 +165,10 @@ describe("StreamProcessor at-least-once mode (real Kafka, tiny model)", () => {
         topic: "t",
         partition: 0,
         events: new SluiceEvents(),
+        commitIntervalMs: 100,
+        transactionTimeoutMs: 60_000,
+        maxTransactionRecords: 500,
+        maxTransactionBytes: 524_288,
         transactions: false,
         onFailure: () => {},
       }),

@@ -1,11 +1,11 @@
 import { describe, expect, it } from "vitest";
+import { createStreamProcessor } from "../../src/app/stream-processor-factory.js";
 import { encodeRequest } from "../../src/contracts/request-codec.js";
+import { OUTPUT_TOO_LARGE } from "../../src/delivery/completion-builder.js";
 import { DEAD_LETTER_HEADERS } from "../../src/delivery/dead-letter.js";
-import { OUTPUT_TOO_LARGE } from "../../src/kafka/partition-committer.js";
 import { changelogTopicFor, ensureTopics } from "../../src/kafka/topic-admin.js";
 import { NoopModel } from "../../src/model/noop-model.js";
 import { SluiceEvents } from "../../src/observability/sluice-events.js";
-import { StreamProcessor } from "../../src/processor/stream-processor.js";
 import type { StreamProcessorOptions } from "../../src/processor/stream-processor-options.js";
 import { createTopics, produceMessages, testKafka, uniqueName } from "../support/kafka-harness.js";
 import { layoutOptions, type ProcessorLayout, processorLayout } from "../support/processor-layout.js";
@@ -68,7 +68,7 @@ describe("StreamProcessor limits (real Kafka, no-op model)", () => {
     ]);
     const events = new SluiceEvents();
     const w = watch(events);
-    const processor = new StreamProcessor(options(layout, events));
+    const processor = createStreamProcessor(options(layout, events));
     await processor.start();
     const results = await readCommitted(layout.results, { expected: 2, settleMs: 1000, timeoutMs: 30_000 });
     const deadLetters = await readCommitted(layout.deadLetters, { expected: 1, settleMs: 300 });
@@ -105,7 +105,7 @@ describe("StreamProcessor limits (real Kafka, no-op model)", () => {
     const w = watch(events);
     const outcomes: string[] = [];
     events.on("record.outcome", (e) => outcomes.push(e.errorCode ?? e.outcome));
-    const processor = new StreamProcessor(options(layout, events));
+    const processor = createStreamProcessor(options(layout, events));
     await processor.start();
     const results = await readCommitted(layout.results, { expected: 2, settleMs: 1000, timeoutMs: 30_000 });
     const deadLetters = await readCommitted(layout.deadLetters, { expected: 1, settleMs: 300 });
@@ -145,7 +145,7 @@ describe("StreamProcessor limits (real Kafka, no-op model)", () => {
     });
     events.on("record.outcome", () => committed++);
     const maxQueuedRecords = 300;
-    const processor = new StreamProcessor(
+    const processor = createStreamProcessor(
       options(layout, events, {
         commitIntervalMs: 20_000,
         maxQueuedRecords,
@@ -187,7 +187,7 @@ describe("StreamProcessor limits (real Kafka, no-op model)", () => {
     for (const layout of [first, second]) {
       const events = new SluiceEvents();
       const outcomes = countOutcomes(events);
-      const processor = new StreamProcessor(options(layout, events));
+      const processor = createStreamProcessor(options(layout, events));
       await processor.start();
       const results = await readCommitted(layout.results, {
         expected: ids.length,

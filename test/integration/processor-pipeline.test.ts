@@ -2,13 +2,13 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createStreamProcessor } from "../../src/app/stream-processor-factory.js";
 import { encodeRequest } from "../../src/contracts/request-codec.js";
 import { decodeResult } from "../../src/contracts/result-codec.js";
 import { PartitionCommitter } from "../../src/kafka/partition-committer.js";
 import { changelogTopicFor, ensureTopics } from "../../src/kafka/topic-admin.js";
 import { ModelRunner } from "../../src/model/model-runner.js";
 import { SluiceEvents } from "../../src/observability/sluice-events.js";
-import { StreamProcessor } from "../../src/processor/stream-processor.js";
 import { produceMessages, testKafka, transactionalProducer, uniqueName } from "../support/kafka-harness.js";
 import { layoutOptions, processorLayout } from "../support/processor-layout.js";
 import { jsonRequestMessages } from "../support/request-messages.js";
@@ -84,7 +84,7 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
     const outcomes = countOutcomes(events);
     const flushReasons = new Set<string>();
     events.on("batch.flushed", (e) => flushReasons.add(e.reason));
-    const processor = new StreamProcessor({
+    const processor = createStreamProcessor({
       kafka,
       model,
       events,
@@ -183,7 +183,7 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
     events.on("batch.inferred", () => formedNotInferred--);
     events.on("consumer.paused", () => paused++);
     events.on("consumer.resumed", () => resumed++);
-    const processor = new StreamProcessor({
+    const processor = createStreamProcessor({
       kafka,
       model,
       events,
@@ -210,7 +210,7 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
     const events = new SluiceEvents();
     const txOutcomes: string[] = [];
     events.on("transaction.finished", (e) => txOutcomes.push(e.outcome));
-    const processor = new StreamProcessor({
+    const processor = createStreamProcessor({
       kafka,
       model,
       events,
@@ -262,11 +262,11 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
     await sendTxn(["x-1", "x-2", "x-3"], true);
     await sendTxn(["aborted-1", "aborted-2"], false);
     await sendTxn(["x-4", "x-5"], true);
-    const first = new StreamProcessor({ ...options, events: new SluiceEvents() });
+    const first = createStreamProcessor({ ...options, events: new SluiceEvents() });
     await first.start();
     await readCommitted(layout.results, { expected: 5, settleMs: 300 });
     await first.close(); // committed offset now points at the last commit marker
-    const second = new StreamProcessor({ ...options, events: new SluiceEvents() });
+    const second = createStreamProcessor({ ...options, events: new SluiceEvents() });
     await second.start();
     // Produce only once the restored partition sits at the marker, so kafkajs steps over it alone.
     while (!second.readiness().ready) await new Promise((r) => setTimeout(r, 50));
@@ -286,7 +286,7 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
     expect([...partitions.values()]).toEqual([2, 2]);
     await produce(kafka, `${base}.a`, ["a-1", "a-2", "same"]);
     await produce(kafka, `${base}.b`, ["b-1", "same"]); // dedup is per topic-partition
-    const processor = new StreamProcessor({
+    const processor = createStreamProcessor({
       kafka,
       model,
       events: new SluiceEvents(),

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { Kafka, logLevel, type Message, type Producer } from "kafkajs";
 import { inject } from "vitest";
+import { fixAbortedTransactionOrder } from "../../src/kafka/aborted-transaction-order.js";
 
 /**
  * Integration tests get their broker from here. The vitest global setup decides where it comes
@@ -18,7 +19,12 @@ export function uniqueName(prefix: string): string {
   return `${prefix}-${Date.now().toString(36)}-${randomBytes(4).toString("hex")}`;
 }
 
+/**
+ * A kafkajs client for tests, with the read_committed fix applied the way `createKafka` applies it in
+ * Sluice itself (src/kafka/aborted-transaction-order.ts).
+ */
 export function testKafka(clientId = uniqueName("test")): Kafka {
+  fixAbortedTransactionOrder();
   return new Kafka({ clientId, brokers: testBrokers(), logLevel: logLevel.NOTHING });
 }
 

@@ -3,7 +3,6 @@ import { decodeResult, ResultEncoder } from "../../../src/contracts/result-codec
 import {
   buildResult,
   expiredOutcome,
-  isPastDeadline,
   type ResultContext,
   type ResultOutcome,
   routeOutcome,
@@ -60,9 +59,6 @@ describe("result builder", () => {
   });
 
   it("an expired result carries DEADLINE_EXCEEDED and no output, and encodes in both codecs", () => {
-    expect(isPastDeadline(ctx.request, 1999)).toBe(false);
-    expect(isPastDeadline(ctx.request, 2000)).toBe(true);
-    expect(isPastDeadline({ id: "x", text: "" }, 1e15)).toBe(false);
     const r = buildResult(ctx, expiredOutcome(2000, 2012));
     expect(r.status).toBe("expired");
     expect(r.output).toBeNull();

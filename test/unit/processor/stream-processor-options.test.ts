@@ -1,6 +1,6 @@
 import type { Kafka } from "kafkajs";
 import { describe, expect, it } from "vitest";
-import { classify } from "../../../src/kafka/partition-committer.js";
+import { classify } from "../../../src/kafka/result-publisher.js";
 import type { ModelPort } from "../../../src/model/model-port.js";
 import { SluiceEvents } from "../../../src/observability/sluice-events.js";
 import { resolveProcessorOptions } from "../../../src/processor/stream-processor-options.js";

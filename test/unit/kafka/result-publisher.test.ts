@@ -1,10 +1,5 @@
 import { describe, expect, it } from "vitest";
-import {
-  chunked,
-  classify,
-  isTooLarge,
-  type OutboundMessage,
-} from "../../../src/delivery/result-publisher.js";
+import { chunked, classify, isTooLarge, type OutboundMessage } from "../../../src/kafka/result-publisher.js";
 
 const msg = (topic: string, i: number, bytes: number): OutboundMessage => ({
   topic,

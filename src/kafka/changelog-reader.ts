@@ -29,10 +29,10 @@ export const OFFSET_CHECKPOINT_KEY: Buffer = Buffer.concat([
   Buffer.from("sluice.next-offset"),
 ]);
 
-export interface ChangelogRestorerOptions {
+export interface ChangelogReaderOptions {
   kafka: Kafka;
-  /** Give up (retriable error) when a restore takes longer than this. Default 60000 ms. */
-  timeoutMs?: number;
+  /** Give up (retriable error) when a read takes longer than this, ms. */
+  timeoutMs: number;
 }
 
 /**
@@ -46,24 +46,20 @@ export interface ChangelogRestorerOptions {
  * kafkajs has no manual partition assignment, so a short-lived consumer in a throwaway group reads
  * the topic and pauses the partitions it was not asked for.
  *
- * Requires `fixAbortedTransactionOrder()` (src/kafka/aborted-transaction-order.ts) to be applied in
- * the process (StreamProcessor does), or aborted writes of fenced owners can come back.
+ * Requires `fixAbortedTransactionOrder()` (aborted-transaction-order.ts) to be applied in the
+ * process (`createKafka` does), or aborted writes of fenced owners can come back.
  */
-export class ChangelogRestorer {
+export class ChangelogReader {
   private readonly kafka: Kafka;
   private readonly timeoutMs: number;
 
-  constructor(opts: ChangelogRestorerOptions) {
-    const timeoutMs = opts.timeoutMs ?? 60_000;
-    if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) {
-      throw new SluiceError("CONFIG_INVALID", `ChangelogRestorer: timeoutMs must be > 0, got ${timeoutMs}`);
-    }
+  constructor(opts: ChangelogReaderOptions) {
     this.kafka = opts.kafka;
-    this.timeoutMs = timeoutMs;
+    this.timeoutMs = opts.timeoutMs;
   }
 
   /** Latest record per key, and the offset checkpoint, for each requested partition of `topic`. */
-  async restore(topic: string, partitions: readonly number[]): Promise<Map<number, RestoredPartition>> {
+  async read(topic: string, partitions: readonly number[]): Promise<Map<number, RestoredPartition>> {
     const wanted = new Set(partitions);
     const latest = new Map<number, Map<string, ChangelogRecord>>();
     const checkpoints = new Map<number, string>();

@@ -1,17 +1,8 @@
 import type { IHeaders, Kafka, Producer } from "kafkajs";
+import { estimateBytes, type OutboundMessage } from "../delivery/outbound-message.js";
 import { SluiceError } from "../sluice-error.js";
 
-/** One record to publish for an input partition. */
-export interface OutboundMessage {
-  topic: string;
-  key: Buffer | string | null;
-  value: Buffer | string | null;
-  headers?: IHeaders;
-  /** Target partition; omitted = the default partitioner (by key). */
-  partition?: number;
-  /** Epoch ms as a string (kafkajs convention); omitted = producer time. */
-  timestamp?: string;
-}
+export type { OutboundMessage } from "../delivery/outbound-message.js";
 
 /**
  * What one commit of an input partition publishes: the outputs (results, dead letters), the
@@ -31,7 +22,6 @@ export interface PublishUnit {
  * (transactions) and the publisher stays usable, so the caller can retry in smaller units.
  */
 export interface ResultPublisher {
-  readonly mode: "transactions" | "at-least-once";
   publish(unit: PublishUnit): Promise<void>;
   close(): Promise<void>;
 }
@@ -51,8 +41,6 @@ export interface PublisherTarget {
  * previous owner and aborts the transaction it left open.
  */
 export class TransactionalPublisher implements ResultPublisher {
-  readonly mode = "transactions" as const;
-
   private constructor(
     private readonly target: PublisherTarget,
     private readonly options: { transactionTimeoutMs: number },
@@ -146,8 +134,6 @@ export class TransactionalPublisher implements ResultPublisher {
  * publish until its group membership expires.
  */
 export class AtLeastOncePublisher implements ResultPublisher {
-  readonly mode = "at-least-once" as const;
-
   private constructor(
     private readonly target: PublisherTarget,
     private producer: Producer,
@@ -210,7 +196,8 @@ export class AtLeastOncePublisher implements ResultPublisher {
  */
 export const MAX_SEND_BYTES = 512 * 1024;
 
-type TopicMessages = { topic: string; messages: Omit<OutboundMessage, "topic">[] }[];
+type KafkaMessageOut = Omit<OutboundMessage, "topic" | "headers"> & { headers?: IHeaders };
+type TopicMessages = { topic: string; messages: KafkaMessageOut[] }[];
 
 /** Splits messages (order kept) into sendBatch payloads of at most `maxBytes` (estimated) each. */
 export function chunked(messages: OutboundMessage[], maxBytes = MAX_SEND_BYTES): TopicMessages[] {
@@ -231,22 +218,8 @@ export function chunked(messages: OutboundMessage[], maxBytes = MAX_SEND_BYTES):
   return out;
 }
 
-/** Estimated size of one record on the wire: key + value + headers + a small fixed overhead. */
-export function estimateBytes(m: OutboundMessage): number {
-  let n = 64 + byteLength(m.key) + byteLength(m.value); // per-record overhead (varints, attributes) is small
-  for (const [k, v] of Object.entries(m.headers ?? {})) {
-    n += Buffer.byteLength(k) + (Array.isArray(v) ? v.reduce((s, x) => s + byteLength(x), 0) : byteLength(v));
-  }
-  return n;
-}
-
-function byteLength(v: Buffer | string | null | undefined): number {
-  if (v === null || v === undefined) return 0;
-  return typeof v === "string" ? Buffer.byteLength(v) : v.length;
-}
-
 function byTopic(messages: OutboundMessage[]): TopicMessages {
-  const grouped = new Map<string, Omit<OutboundMessage, "topic">[]>();
+  const grouped = new Map<string, KafkaMessageOut[]>();
   for (const { topic, key, value, headers, timestamp, partition } of messages) {
     let list = grouped.get(topic);
     if (!list) {

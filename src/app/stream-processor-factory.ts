@@ -1,0 +1,80 @@
+import { systemClock } from "../batching/micro-batcher.js";
+import { ResultEncoder } from "../contracts/result-codec.js";
+import { CompletionBuilder } from "../delivery/completion-builder.js";
+import { ConsumerLoop } from "../kafka/consumer-loop.js";
+import { PartitionCommitter } from "../kafka/partition-committer.js";
+import { KafkaRestoreSources } from "../kafka/restore-sources.js";
+import { MAX_SEND_BYTES } from "../kafka/result-publisher.js";
+import { changelogTopicFor } from "../kafka/topic-admin.js";
+import { PartitionRestorer } from "../processor/partition-restorer.js";
+import type { CommitterFactory } from "../processor/processor-ports.js";
+import { StreamProcessor } from "../processor/stream-processor.js";
+import {
+  resolveProcessorOptions,
+  type StreamProcessorOptions,
+} from "../processor/stream-processor-options.js";
+
+/**
+ * Wires a StreamProcessor to Kafka: options validated once (through the config schema), then the
+ * consumer loop, the restore sources, the per-partition committers and the completion builder.
+ * Composition only; every rule lives in the parts.
+ */
+export function createStreamProcessor(options: StreamProcessorOptions): StreamProcessor {
+  const o = resolveProcessorOptions(options);
+  const source = new ConsumerLoop({
+    kafka: o.kafka,
+    groupId: o.groupId,
+    topics: o.requestTopics,
+    sessionTimeoutMs: o.sessionTimeoutMs,
+    heartbeatIntervalMs: o.heartbeatIntervalMs,
+    maxBytesPerPartition: o.maxBytesPerPartition,
+  });
+  const restorer = new PartitionRestorer({
+    sources: new KafkaRestoreSources({
+      kafka: o.kafka,
+      groupId: o.groupId,
+      restoreTimeoutMs: o.restoreTimeoutMs,
+    }),
+    dedupTtlMs: o.dedupTtlMs,
+    retryMs: o.restoreRetryMs,
+    log: o.log,
+  });
+  const committers: CommitterFactory = (tp, changelogTopic, hooks) =>
+    PartitionCommitter.create({
+      kafka: o.kafka,
+      groupId: o.groupId,
+      topic: tp.topic,
+      partition: tp.partition,
+      events: o.events,
+      commitIntervalMs: o.commitIntervalMs,
+      transactionTimeoutMs: o.transactionTimeoutMs,
+      transactions: o.transactions,
+      maxTransactionRecords: o.maxTransactionRecords,
+      maxTransactionBytes: o.maxTransactionBytes,
+      deadLetterTopic: o.deadLetterTopic,
+      onCommitted: hooks.onCommitted,
+      // At-least-once: the offset is committed by our group member after the outputs are acked.
+      commitOffset: (nextOffset) => source.commitOffset(tp, nextOffset),
+      offsetCheckpoint: { topic: changelogTopic, partition: tp.partition },
+      onFailure: hooks.onFailure,
+    });
+  const encoder = new ResultEncoder({ codec: o.resultCodec });
+  const completions = new CompletionBuilder({
+    resultsTopic: o.resultsTopic,
+    deadLetterTopic: o.deadLetterTopic,
+    encodeResult: (result) => encoder.encode(result),
+    // Fits one transaction and one send (and so the broker's default message size limit).
+    maxDeadLetterBytes: Math.min(o.maxTransactionBytes, MAX_SEND_BYTES) - 64,
+  });
+  return new StreamProcessor(o, {
+    source,
+    restorer,
+    committers,
+    model: o.model,
+    completions,
+    events: o.events,
+    log: o.log,
+    clock: systemClock,
+    changelogTopicOf: (topic) => changelogTopicFor(o.dedupChangelogBase, o.groupId, topic),
+  });
+}

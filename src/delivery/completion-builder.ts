@@ -1,0 +1,129 @@
+import type { InferenceResult } from "../contracts/inference.js";
+import {
+  buildDeadLetter,
+  buildPayloadlessDeadLetter,
+  type DeadLetterError,
+  type DeadLetterSource,
+} from "./dead-letter.js";
+import type { ChangelogEntry } from "./deduplicator.js";
+import { estimateBytes, type OutboundMessage, type RecordCompletion } from "./outbound-message.js";
+import { type ResultContext, type ResultOutcome, routeOutcome } from "./result-builder.js";
+
+export interface CompletionBuilderOptions {
+  resultsTopic: string;
+  deadLetterTopic: string;
+  /** Encodes a result for the results topic (the configured result codec); may throw. */
+  encodeResult: (result: InferenceResult) => { value: Buffer; headers: Record<string, string> };
+  /** Most bytes of one dead letter (key + value + headers); bigger source values are cut to fit. */
+  maxDeadLetterBytes: number;
+}
+
+/** Code of the payload-less dead letter that replaces outputs the broker refuses as too large. */
+export const OUTPUT_TOO_LARGE = "OUTPUT_TOO_LARGE";
+
+/**
+ * The one place that turns what happened to an input record into what its transaction publishes:
+ * a result or a dead letter (`outputs`) plus its dedup changelog records (`changelog`), kept apart so
+ * no publisher has to tell them apart by topic name. Pure: no I/O, no clock.
+ */
+export class CompletionBuilder {
+  constructor(private readonly o: CompletionBuilderOptions) {}
+
+  /** A record that ends as a dead letter (undecodable, invalid, failed in the model, unencodable). */
+  deadLetter(
+    source: DeadLetterSource,
+    error: DeadLetterError,
+    changelog: OutboundMessage[] = [],
+  ): RecordCompletion {
+    const dl = buildDeadLetter(source, error, { maxBytes: this.o.maxDeadLetterBytes });
+    return {
+      outputs: [
+        {
+          topic: this.o.deadLetterTopic,
+          key: dl.key,
+          value: dl.value,
+          headers: dl.headers,
+          timestamp: dl.timestamp,
+        },
+      ],
+      changelog,
+      outcome: "dead_letter",
+      errorCode: error.code,
+      recordTimestampMs: Number(source.timestamp),
+    };
+  }
+
+  /** A request id already seen: counted, nothing published. */
+  duplicate(recordTimestampMs: number): RecordCompletion {
+    return { outputs: [], changelog: [], outcome: "duplicate", recordTimestampMs };
+  }
+
+  /**
+   * A request that reached the end of the pipeline: a result, or a dead letter for per-item model
+   * errors (the streaming rule of `routeOutcome`) and for results the codec cannot encode.
+   */
+  outcome(
+    source: DeadLetterSource,
+    ctx: ResultContext,
+    outcome: ResultOutcome,
+    changelog: OutboundMessage[],
+  ): RecordCompletion {
+    const route = routeOutcome(ctx, outcome);
+    if (route.kind === "dead_letter") return this.deadLetter(source, route.error, changelog);
+    let encoded: { value: Buffer; headers: Record<string, string> };
+    try {
+      encoded = this.o.encodeResult(route.result);
+    } catch (error) {
+      // e.g. a value the Avro schema rejects: this record fails, its neighbours don't.
+      const message = `result could not be encoded: ${error instanceof Error ? error.message : String(error)}`;
+      return this.deadLetter(source, { code: "INTERNAL", message, stage: "deliver" }, changelog);
+    }
+    return {
+      outputs: [
+        { topic: this.o.resultsTopic, key: ctx.request.id, value: encoded.value, headers: encoded.headers },
+      ],
+      changelog,
+      outcome: "result",
+      status: route.result.status,
+      ...(route.result.error ? { errorCode: route.result.error.code } : {}),
+      recordTimestampMs: Number(source.timestamp),
+    };
+  }
+}
+
+/** Dedup changelog entries as records of the input partition's changelog partition. */
+export function changelogMessages(
+  topic: string,
+  partition: number,
+  entries: readonly ChangelogEntry[],
+): OutboundMessage[] {
+  return entries.map((e) => ({ topic, partition, key: e.key, value: e.value }));
+}
+
+/**
+ * A record's outputs replaced by one payload-less dead letter (error headers only), for outputs the
+ * broker refused as too large even alone; its changelog records are kept.
+ */
+export function withoutPayload(
+  completion: RecordCompletion,
+  source: { topic: string; partition: number; offset: string },
+  deadLetterTopic: string,
+): RecordCompletion {
+  const outputBytes = completion.outputs.reduce((n, m) => n + estimateBytes(m), 0);
+  const dl = buildPayloadlessDeadLetter(
+    source,
+    {
+      code: OUTPUT_TOO_LARGE,
+      message: `the broker refused this record's ${completion.outcome} (about ${outputBytes} bytes) as too large; it was dead-lettered without key, value or headers`,
+      stage: "deliver",
+    },
+    outputBytes,
+  );
+  return {
+    outputs: [{ topic: deadLetterTopic, key: dl.key, value: dl.value, headers: dl.headers }],
+    changelog: completion.changelog,
+    outcome: "dead_letter",
+    errorCode: OUTPUT_TOO_LARGE,
+    recordTimestampMs: completion.recordTimestampMs,
+  };
+}

@@ -1,0 +1,50 @@
+import type { RecordHeaders } from "../contracts/codec.js";
+
+/** One record to publish for an input partition (transport-free; the Kafka publishers send it). */
+export interface OutboundMessage {
+  topic: string;
+  key: Buffer | string | null;
+  value: Buffer | string | null;
+  headers?: RecordHeaders;
+  /** Target partition; omitted = the default partitioner (by key). */
+  partition?: number;
+  /** Epoch ms as a string (kafkajs convention); omitted = producer time. */
+  timestamp?: string;
+}
+
+/**
+ * What finishing one input record produced; published when its transaction commits. `outputs` are
+ * what subscribers read (a result or a dead letter); `changelog` is dedup bookkeeping for the
+ * partition's changelog, which at-least-once mode publishes only after the outputs are durable.
+ */
+export interface RecordCompletion {
+  outputs: OutboundMessage[];
+  changelog: OutboundMessage[];
+  outcome: "result" | "dead_letter" | "duplicate";
+  status?: "ok" | "expired" | "rejected" | "error";
+  errorCode?: string;
+  /** Timestamp of the input record, epoch ms. */
+  recordTimestampMs: number;
+}
+
+/** Estimated size of one record on the wire: key + value + headers + a small fixed overhead. */
+export function estimateBytes(m: OutboundMessage): number {
+  let n = 64 + byteLength(m.key) + byteLength(m.value); // per-record overhead (varints, attributes) is small
+  for (const [k, v] of Object.entries(m.headers ?? {})) {
+    n += Buffer.byteLength(k) + (Array.isArray(v) ? v.reduce((s, x) => s + byteLength(x), 0) : byteLength(v));
+  }
+  return n;
+}
+
+/** Estimated bytes of everything a completion publishes. */
+export function completionBytes(c: RecordCompletion): number {
+  let n = 0;
+  for (const m of c.outputs) n += estimateBytes(m);
+  for (const m of c.changelog) n += estimateBytes(m);
+  return n;
+}
+
+function byteLength(v: Buffer | string | null | undefined): number {
+  if (v === null || v === undefined) return 0;
+  return typeof v === "string" ? Buffer.byteLength(v) : v.length;
+}

@@ -1,0 +1,84 @@
+import type { RecordHeaders } from "../contracts/codec.js";
+import type { TopicPartition } from "../contracts/topic-partition.js";
+import type { SluiceError } from "../sluice-error.js";
+import type { TaskCommitter } from "./partition-task.js";
+
+/**
+ * The seams of the stream processor. The composition root (src/app/stream-processor-factory.ts)
+ * plugs in the Kafka implementations (src/kafka/); unit tests plug in fakes.
+ */
+
+/** One fetched input record (a kafkajs `KafkaMessage` fits). */
+export interface FetchedRecord {
+  offset: string;
+  key?: Buffer | null;
+  value: Buffer | null;
+  headers?: RecordHeaders;
+  /** Epoch ms as a string (kafkajs convention). */
+  timestamp: string;
+}
+
+/** Callbacks of a record source; all run on the consumer's task and must be quick. */
+export interface RecordSourceHandlers {
+  /** The full assignment of a new group generation (eager rebalancing: kept partitions appear again). */
+  onAssigned(assignment: TopicPartition[]): void;
+  /** A rebalance has started. */
+  onRebalancing(): void;
+  /**
+   * `accepted`: all taken, continue after them; `refused`: pause the partition and fetch them again
+   * later; `ignored`: drop them unresolved (the owner has just called `seek`).
+   */
+  onRecords(
+    topic: string,
+    partition: number,
+    records: FetchedRecord[],
+    fetchedOffset: string,
+  ): "accepted" | "refused" | "ignored";
+  /** The source stopped for good. */
+  onFatal(error: SluiceError): void;
+}
+
+/** The consumer group member (src/kafka/consumer-loop.ts). */
+export interface RecordSource {
+  start(handlers: RecordSourceHandlers): Promise<void>;
+  pause(partitions: readonly TopicPartition[]): void;
+  resume(partitions: readonly TopicPartition[]): void;
+  seek(tp: TopicPartition, offset: string): void;
+  close(): Promise<void>;
+}
+
+/** What a committer tells its task's owner. */
+export interface CommitterHooks {
+  /** A transaction committed (records waiting for commit went down). */
+  onCommitted(): void;
+  /** The committer failed for good (sticky); the owner resets the task. */
+  onFailure(error: SluiceError): void;
+}
+
+/**
+ * Creates the committer of one input partition. In transactions mode this initialises the
+ * partition's transactional id, which fences any previous owner: it must finish before the
+ * restore reads offsets (src/kafka/partition-committer.ts).
+ */
+export type CommitterFactory = (
+  tp: TopicPartition,
+  changelogTopic: string,
+  hooks: CommitterHooks,
+) => Promise<TaskCommitter>;
+
+/** What one changelog partition holds after the fence: dedup entries and the input offset committed with them. */
+export interface RestoredChangelog {
+  entries: { key: string; value: Buffer | null }[];
+  /** Next input offset recorded by the last committed transaction; undefined when none was. */
+  nextOffset: string | undefined;
+}
+
+/** Where a restore reads the partition's state from (src/kafka/: admin offsets, ChangelogReader). */
+export interface RestoreSources {
+  /** Committed group offset per `topicPartitionKey`; the partition's earliest offset where none. */
+  committedOffsets(tps: readonly TopicPartition[]): Promise<Map<string, string>>;
+  /** Latest record per key and the offset checkpoint of the given partitions of a changelog topic. */
+  readChangelog(topic: string, partitions: readonly number[]): Promise<Map<number, RestoredChangelog>>;
+  /** Releases connections; called once, at shutdown, after the last restore. */
+  close(): Promise<void>;
+}
