@@ -1,0 +1,75 @@
+/**
+ * Architecture rules (DESIGN.md §2, docs/architecture.md), checked by `npm run arch` inside `npm test`,
+ * so the room map and the code cannot drift apart. Rooms are the folders under src/.
+ * Run `npx depcruise src bench test --config .dependency-cruiser.cjs --output-type err-long` for the
+ * reasoning behind each violation.
+ */
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: "no-circular",
+      severity: "error",
+      comment: "Arrows point one way: no import cycles (type-only imports count too).",
+      from: {},
+      to: { circular: true },
+    },
+    {
+      name: "no-cli-imports",
+      severity: "error",
+      comment:
+        "Nothing depends on src/cli: the CLI parses arguments and calls a composition root in src/app. " +
+        "Only the CLI's own unit tests (test/unit/cli/) import it; other tests run it as a process.",
+      from: { pathNot: ["^src/cli/", "^test/unit/cli/"] },
+      to: { path: "^src/cli/" },
+    },
+    {
+      name: "batching-and-contracts-stand-alone",
+      severity: "error",
+      comment:
+        "src/batching (the batching policy) and src/contracts (wire types and codecs) import nothing of ours " +
+        "outside their own folder (npm packages are fine).",
+      from: { path: "^src/(batching|contracts)/" },
+      to: { path: "^src/", pathNot: "^src/$1/" },
+    },
+    {
+      name: "transport-free-domain",
+      severity: "error",
+      comment:
+        "src/model, src/batching and src/delivery import no kafkajs (not even its types): Kafka adapters live " +
+        "in src/kafka.",
+      from: { path: "^src/(model|batching|delivery)/" },
+      to: { path: "(^|/)node_modules/kafkajs/" },
+    },
+    {
+      name: "observability-only-listens",
+      severity: "error",
+      comment:
+        "src/observability subscribes to events and reads the broker (lag, group status, freshness); it may use " +
+        "contracts, config and Kafka, but never drives the pipeline or the entry points.",
+      from: { path: "^src/observability/" },
+      to: { path: "^src/(processor|app|cli|batch|batching|delivery|model|devtools|client)/" },
+    },
+    {
+      name: "devtools-stay-dev",
+      severity: "error",
+      comment:
+        "src/devtools (local broker: JVM/Maven tooling) is for development and tests; only the CLI's dev " +
+        "commands (kafka, demo) use it at run time.",
+      from: { path: "^src/", pathNot: "^src/(cli|devtools)/" },
+      to: { path: "^src/devtools/" },
+    },
+  ],
+  options: {
+    doNotFollow: { path: "node_modules" },
+    exclude: { path: "^(dist|node_modules)/" },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: "tsconfig.json" },
+    enhancedResolveOptions: {
+      exportsFields: ["exports"],
+      conditionNames: ["import", "require", "node", "default", "types"],
+      mainFields: ["module", "main", "types", "typings"],
+    },
+    reporterOptions: { text: { highlightFocused: true } },
+  },
+};
