@@ -22,24 +22,24 @@ export interface BatchRunRequest {
   /** A directory for part files, or kafka:TOPIC. */
   output: string;
   /** Part file format: jsonl or avro. Default jsonl. */
-  format?: string | undefined;
+  format?: string;
   /** File input format: jsonl or csv. Default: from the file extension. */
-  inputFormat?: string | undefined;
+  inputFormat?: string;
   /** Default config batch.idField. */
-  idField?: string | undefined;
+  idField?: string;
   /** Default config batch.textField. */
-  textField?: string | undefined;
+  textField?: string;
   /** Rows per shard. Default config batch.shardSize. */
-  shardSize?: number | undefined;
+  shardSize?: number;
   /** Items per model call. Default config batching.maxBatchSize. */
-  batchSize?: number | undefined;
+  batchSize?: number;
   /** Topic inputs only: range start and (exclusive) end specs (src/batch/offset-spec.ts). */
-  from?: string | undefined;
-  to?: string | undefined;
+  from?: string;
+  to?: string;
   /** Manifest/failures directory. Default: the output directory, or .sluice/batch/<topic> for a topic output. */
-  stateDir?: string | undefined;
+  stateDir?: string;
   /** Default resume. */
-  mode?: BatchRunMode | undefined;
+  mode?: BatchRunMode;
 }
 
 export interface BatchRuntimeOptions {
@@ -104,7 +104,7 @@ export async function createBatchRuntime(
       kafka: kafka(),
       topic: outputTopic,
       codec: config.topics.resultCodec,
-      ...(seams.beforeTopicCommit ? { beforeCommit: seams.beforeTopicCommit } : {}),
+      beforeCommit: seams.beforeTopicCommit,
     });
     stateDir = resolve(request.stateDir ?? `.sluice/batch/${outputTopic}`);
   } else {
@@ -151,7 +151,7 @@ export async function createBatchRuntime(
         textField,
         outputFormat: sink.format,
       },
-      ...(options.progress ? { progress: options.progress } : {}),
+      progress: options.progress,
     });
   } catch (error) {
     await close();
