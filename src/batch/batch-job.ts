@@ -1,7 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { mkdir, readFile, rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import type { ItemOutcome, ModelPort } from "../model/model-port.js";
+import { InFlightRunner } from "../batching/in-flight-runner.js";
+import { type ItemOutcome, type ModelPort, runBatch } from "../model/model-port.js";
 import type { SluiceEvents } from "../observability/sluice-events.js";
 import { SluiceError } from "../sluice-error.js";
 import { writeFileAtomic } from "./atomic-file.js";
@@ -436,17 +437,20 @@ export class BatchJob {
     const batches: number[][] = [];
     for (let i = 0; i < order.length; i += this.o.batchSize)
       batches.push(order.slice(i, i + this.o.batchSize));
-    let next = 0;
-    const worker = async () => {
-      while (next < batches.length) {
-        const batch = batches[next++]!;
-        const { outcomes: out, stats } = await this.o.model.run(batch.map((i) => items[i]!.text));
-        if (out.length !== batch.length) {
-          throw new SluiceError(
-            "INTERNAL",
-            `model returned ${out.length} outcomes for a batch of ${batch.length}; this is a bug in the model runner`,
-          );
-        }
+    // A whole-batch failure stops the run (it resumes from the manifest); later batches are skipped.
+    let failure: { error: unknown } | undefined;
+    const runner = new InFlightRunner<number[]>({
+      limit: this.o.maxInFlightBatches,
+      onError: (error) => {
+        failure ??= { error };
+      },
+      run: async (batch) => {
+        if (failure) return;
+        const { outcomes: out, stats } = await runBatch(
+          this.o.model,
+          batch.map((i) => items[i]!.text),
+          "throw",
+        );
         let failed = 0;
         batch.forEach((itemIndex, j) => {
           outcomes[itemIndex] = out[j]!;
@@ -462,9 +466,11 @@ export class BatchJob {
           expired: 0,
           failed,
         });
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(this.o.maxInFlightBatches, batches.length) }, worker));
+      },
+    });
+    for (const batch of batches) runner.push(batch);
+    await runner.whenIdle();
+    if (failure) throw failure.error;
     return outcomes;
   }
 

@@ -37,30 +37,33 @@ export interface ModelPort {
 }
 
 /**
- * Runs one batch so that every input gets exactly one outcome, whatever the model does: a whole-batch
- * failure becomes INFERENCE_FAILED for each item, and a short outcome list (a model-runner bug) is
- * padded with INFERENCE_FAILED instead of silently dropping items. The streaming processor and batch
- * mode both call the model through this, so a record is never lost to a model fault.
+ * Runs one batch so that every input gets exactly one outcome: a short outcome list (a model-runner
+ * bug) is padded with INFERENCE_FAILED instead of silently dropping items. A whole-batch failure is
+ * the caller's choice: `"items"` (the streaming processor: every item becomes INFERENCE_FAILED, so
+ * the records go to dead letters and nothing stops) or `"throw"` (batch mode: the run stops and
+ * resumes from its manifest). Both modes call the model through this one rule.
  */
 export async function runBatch(
   model: ModelPort,
   texts: readonly unknown[],
+  onWholeBatchFailure: "items" | "throw",
 ): Promise<{ outcomes: ItemOutcome[]; stats: BatchRunStats }> {
-  let outcomes: ItemOutcome[];
-  let stats: BatchRunStats = { inferenceMs: 0, realTokens: 0, paddedTokens: 0 };
+  let run: { outcomes: ItemOutcome[]; stats: BatchRunStats };
   try {
-    const run = await model.run(texts);
-    outcomes = run.outcomes;
-    stats = run.stats;
+    run = await model.run(texts);
   } catch (error) {
+    if (onWholeBatchFailure === "throw") throw error;
     const message = `model failed for the whole batch: ${error instanceof Error ? error.message : String(error)}`;
-    return { outcomes: texts.map(() => ({ ok: false, code: "INFERENCE_FAILED", message })), stats };
+    return {
+      outcomes: texts.map(() => ({ ok: false, code: "INFERENCE_FAILED", message })),
+      stats: { inferenceMs: 0, realTokens: 0, paddedTokens: 0 },
+    };
   }
-  if (outcomes.length === texts.length) return { outcomes, stats };
+  if (run.outcomes.length === texts.length) return run;
   const missing: ItemOutcome = {
     ok: false,
     code: "INFERENCE_FAILED",
-    message: `model returned ${outcomes.length} outcomes for a batch of ${texts.length}; this is a bug in the model runner`,
+    message: `model returned ${run.outcomes.length} outcomes for a batch of ${texts.length}; this is a bug in the model runner`,
   };
-  return { outcomes: texts.map((_, i) => outcomes[i] ?? missing), stats };
+  return { outcomes: texts.map((_, i) => run.outcomes[i] ?? missing), stats: run.stats };
 }

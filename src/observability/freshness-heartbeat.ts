@@ -5,6 +5,7 @@ import {
   HEARTBEAT_CONTENT_TYPE,
   type FreshnessHeartbeat as HeartbeatRecord,
 } from "../contracts/freshness-heartbeat.js";
+import { topicPartitionKey } from "../contracts/topic-partition.js";
 import { SluiceError } from "../sluice-error.js";
 import { PeriodicTask } from "./periodic-task.js";
 import type { PartitionLag, SluiceEvents } from "./sluice-events.js";
@@ -35,7 +36,7 @@ interface PartitionState {
   completeUpToMs: number | null;
 }
 
-const key = (topic: string, partition: number) => `${topic}\u0000${partition}`;
+const key = topicPartitionKey;
 
 /**
  * Publishes, every `intervalMs`, one Avro heartbeat per owned input partition to the freshness

@@ -1,3 +1,4 @@
+import { topicPartitionKey } from "../contracts/topic-partition.js";
 import type { SluiceEvents } from "./sluice-events.js";
 
 interface PartitionQueue {
@@ -9,7 +10,7 @@ interface PartitionQueue {
   head: number;
 }
 
-const key = (topic: string, partition: number) => `${topic}\u0000${partition}`;
+const key = topicPartitionKey;
 
 /**
  * Per owned partition, the record timestamps this instance has consumed but not yet committed, fed by

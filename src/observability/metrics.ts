@@ -1,4 +1,5 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import { topicPartitionKey } from "../contracts/topic-partition.js";
 import { SluiceError } from "../sluice-error.js";
 import type { LagSample, SluiceEvents } from "./sluice-events.js";
 
@@ -38,7 +39,7 @@ const SHORT_BUCKETS_S = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0
 const SIZE_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
 const TOKEN_BUCKETS = [16, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536];
 
-const key = (topic: string, partition: number) => `${topic}\u0000${partition}`;
+const key = topicPartitionKey;
 
 /**
  * Owns the Prometheus registry of one Sluice process. Stages never call it: `attach(events)`

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type { Consumer, Kafka } from "kafkajs";
+import { topicPartitionKey } from "../contracts/topic-partition.js";
 import { SluiceError } from "../sluice-error.js";
 
 /**
@@ -38,7 +39,7 @@ export interface RecordTimestampReaderOptions {
   timeoutMs?: number;
 }
 
-export const probeKey = (topic: string, partition: number) => `${topic}:${partition}`;
+export const probeKey = topicPartitionKey;
 
 interface ProbeState {
   probe: TimestampProbe;

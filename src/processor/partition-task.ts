@@ -3,21 +3,9 @@ import { topicPartitionKey } from "../contracts/topic-partition.js";
 import type { Deduplicator } from "../delivery/deduplicator.js";
 import type { RecordCompletion } from "../delivery/outbound-message.js";
 import { SluiceError } from "../sluice-error.js";
-import type { FetchedRecord } from "./processor-ports.js";
+import type { FetchedRecord, TaskCommitter } from "./processor-ports.js";
 
-/**
- * What a task needs of its partition's committer (src/kafka/partition-committer.ts implements it;
- * unit tests pass fakes).
- */
-export interface TaskCommitter {
-  /** Records tracked and not yet committed. */
-  readonly pendingRecords: number;
-  track(offset: string): void;
-  complete(offset: string, completion: RecordCompletion): void;
-  commitSoon(): void;
-  flush(): Promise<void>;
-  close(options: { commit: boolean }): Promise<void>;
-}
+export type { TaskCommitter } from "./processor-ports.js";
 
 /**
  * restoring → running → (restoring again after a reset) → revoked | closed. `revoked` and `closed`

@@ -1,7 +1,7 @@
 import type { RecordHeaders } from "../contracts/codec.js";
 import type { TopicPartition } from "../contracts/topic-partition.js";
+import type { RecordCompletion } from "../delivery/outbound-message.js";
 import type { SluiceError } from "../sluice-error.js";
-import type { TaskCommitter } from "./partition-task.js";
 
 /**
  * The seams of the stream processor. The composition root (src/app/stream-processor-factory.ts)
@@ -45,6 +45,20 @@ export interface RecordSource {
   resume(partitions: readonly TopicPartition[]): void;
   seek(tp: TopicPartition, offset: string): void;
   close(): Promise<void>;
+}
+
+/**
+ * What a PartitionTask needs of its partition's committer (src/kafka/partition-committer.ts implements it;
+ * unit tests pass fakes).
+ */
+export interface TaskCommitter {
+  /** Records tracked and not yet committed. */
+  readonly pendingRecords: number;
+  track(offset: string): void;
+  complete(offset: string, completion: RecordCompletion): void;
+  commitSoon(): void;
+  flush(): Promise<void>;
+  close(options: { commit: boolean }): Promise<void>;
 }
 
 /** What a committer tells its task's owner. */

@@ -408,6 +408,7 @@ export class StreamProcessor {
       const run = await runBatch(
         this.d.model,
         toRun.map((i) => i.request.text),
+        "items",
       );
       stats = run.stats;
       this.inferenceEstimateMs =
