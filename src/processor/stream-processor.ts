@@ -1,12 +1,9 @@
 import { InFlightRunner } from "../batching/in-flight-runner.js";
 import { type BatcherClock, type MicroBatch, MicroBatcher } from "../batching/micro-batcher.js";
-import type { RecordHeaders } from "../contracts/codec.js";
-import type { InferenceRequest } from "../contracts/inference.js";
 import { RequestDecoder } from "../contracts/request-codec.js";
 import { partitionsByTopic, type TopicPartition, topicPartitionKey } from "../contracts/topic-partition.js";
-import { type CompletionBuilder, changelogMessages } from "../delivery/completion-builder.js";
-import type { DeadLetterSource } from "../delivery/dead-letter.js";
-import type { OutboundMessage, RecordCompletion } from "../delivery/outbound-message.js";
+import type { CompletionBuilder } from "../delivery/completion-builder.js";
+import type { RecordCompletion } from "../delivery/outbound-message.js";
 import { expiredOutcome, type ResultOutcome } from "../delivery/result-builder.js";
 import { type ModelPort, runBatch } from "../model/model-port.js";
 import type { SluiceEventMap, SluiceEventName, SluiceEvents } from "../observability/sluice-events.js";
@@ -14,6 +11,7 @@ import { SluiceError } from "../sluice-error.js";
 import type { PartitionRestorer, RestoreContext } from "./partition-restorer.js";
 import { PartitionTask } from "./partition-task.js";
 import type { CommitterFactory, FetchedRecord, RecordSource } from "./processor-ports.js";
+import { RequestIntake, type WorkItem } from "./request-intake.js";
 import type { ProcessorLog, ProcessorSettings } from "./stream-processor-options.js";
 
 /** The collaborators, made by the composition root (src/app/stream-processor-factory.ts) or a test. */
@@ -28,17 +26,6 @@ export interface StreamProcessorDeps {
   clock: BatcherClock;
   /** Changelog topic of a request topic (src/kafka/topic-admin.ts `changelogTopicFor`). */
   changelogTopicOf: (requestTopic: string) => string;
-}
-
-interface WorkItem {
-  task: PartitionTask;
-  generation: number;
-  source: DeadLetterSource;
-  timestampMs: number;
-  request: InferenceRequest;
-  changelog: OutboundMessage[];
-  deadlineMs: number;
-  enqueuedAtMs: number;
 }
 
 export interface ProcessorReadiness {
@@ -59,7 +46,7 @@ export interface ProcessorReadiness {
 export class StreamProcessor {
   private readonly o: ProcessorSettings;
   private readonly d: StreamProcessorDeps;
-  private readonly decoder: RequestDecoder;
+  private readonly intake: RequestIntake;
   private readonly batcher: MicroBatcher<WorkItem>;
   private readonly inference: InFlightRunner<MicroBatch<WorkItem>>;
   private readonly tasks = new Map<string, PartitionTask>();
@@ -76,9 +63,15 @@ export class StreamProcessor {
   constructor(settings: ProcessorSettings, deps: StreamProcessorDeps) {
     this.o = settings;
     this.d = deps;
-    this.decoder = new RequestDecoder({
-      defaultCodec: settings.requestCodec,
-      maxMessageBytes: settings.maxMessageBytes,
+    this.intake = new RequestIntake({
+      decoder: new RequestDecoder({
+        defaultCodec: settings.requestCodec,
+        maxMessageBytes: settings.maxMessageBytes,
+      }),
+      completions: deps.completions,
+      model: deps.model,
+      clock: deps.clock,
+      defaultTimeoutMs: settings.defaultTimeoutMs,
     });
     this.batcher = new MicroBatcher<WorkItem>({
       maxBatchSize: settings.maxBatchSize,
@@ -323,57 +316,10 @@ export class StreamProcessor {
   }
 
   private take(task: PartitionTask, r: FetchedRecord): void {
-    const timestampMs = Number(r.timestamp);
-    this.emit("record.consumed", { ...task.tp, offset: r.offset, timestampMs });
-    const source: DeadLetterSource = {
-      ...task.tp,
-      offset: r.offset,
-      key: r.key ?? null,
-      value: r.value ?? null,
-      headers: r.headers as RecordHeaders | undefined,
-      timestamp: r.timestamp,
-    };
-    const generation = task.generation;
-    const decoded = this.decoder.decode(source.value, source.headers, source.key);
-    if (!decoded.ok) {
-      const stage = decoded.code === "DECODE_FAILED" ? "decode" : "validate";
-      const completion = this.d.completions.deadLetter(source, {
-        code: decoded.code,
-        message: decoded.message,
-        stage,
-      });
-      this.complete(task, generation, r.offset, completion);
-      return;
-    }
-    const now = this.d.clock.now();
-    const dedup = task.dedup as NonNullable<PartitionTask["dedup"]>;
-    const { request } = decoded;
-    if (dedup.seen(request.id, now)) {
-      this.complete(task, generation, r.offset, this.d.completions.duplicate(timestampMs));
-      return;
-    }
-    // Remember at intake so a duplicate later in the same batch is caught too. If the transaction
-    // carrying this entry fails, the task is reset and the dedup store rebuilt from the changelog.
-    const entries = [dedup.remember(request.id, now), ...dedup.evictExpired(now)];
-    const deadlineMs =
-      request.deadlineMs ?? (Number.isFinite(timestampMs) ? timestampMs : now) + this.o.defaultTimeoutMs;
-    let tokens = 0;
-    try {
-      tokens = typeof request.text === "string" ? this.d.model.countTokens(request.text) : 0;
-    } catch {
-      tokens = 0; // the model reports the real problem per item when the batch runs
-    }
-    const item: WorkItem = {
-      task,
-      generation,
-      source,
-      timestampMs,
-      request,
-      changelog: changelogMessages(task.changelogTopic, task.tp.partition, entries),
-      deadlineMs,
-      enqueuedAtMs: now,
-    };
-    this.batcher.add(item, { tokens, deadlineMs });
+    this.emit("record.consumed", { ...task.tp, offset: r.offset, timestampMs: Number(r.timestamp) });
+    const taken = this.intake.take(task, r);
+    if (taken.kind === "done") this.complete(task, task.generation, r.offset, taken.completion);
+    else this.batcher.add(taken.item, { tokens: taken.item.tokens, deadlineMs: taken.item.deadlineMs });
   }
 
   // ── dispatch: batches → model → completions ────────────────────────────────────────────────────

@@ -1,0 +1,101 @@
+import type { BatcherClock } from "../batching/micro-batcher.js";
+import type { RecordHeaders } from "../contracts/codec.js";
+import type { InferenceRequest } from "../contracts/inference.js";
+import type { RequestDecoder } from "../contracts/request-codec.js";
+import { type CompletionBuilder, changelogMessages } from "../delivery/completion-builder.js";
+import type { DeadLetterSource } from "../delivery/dead-letter.js";
+import type { OutboundMessage, RecordCompletion } from "../delivery/outbound-message.js";
+import type { ModelPort } from "../model/model-port.js";
+import type { PartitionTask } from "./partition-task.js";
+import type { FetchedRecord } from "./processor-ports.js";
+
+/** A decoded, deduplicated request on its way to the model. */
+export interface WorkItem {
+  task: PartitionTask;
+  /** The task's generation at intake: the item is void once it changes. */
+  generation: number;
+  source: DeadLetterSource;
+  timestampMs: number;
+  request: InferenceRequest;
+  /** Dedup changelog records that commit with this request's outcome. */
+  changelog: OutboundMessage[];
+  deadlineMs: number;
+  enqueuedAtMs: number;
+  /** Token count for token-bounded batching (0 when the model cannot count it; it reports why later). */
+  tokens: number;
+}
+
+export type IntakeResult =
+  /** Finished at intake: a dead letter (undecodable, invalid) or a counted duplicate. */
+  { kind: "done"; completion: RecordCompletion } | { kind: "queued"; item: WorkItem };
+
+export interface RequestIntakeOptions {
+  decoder: RequestDecoder;
+  completions: CompletionBuilder;
+  model: Pick<ModelPort, "countTokens">;
+  clock: Pick<BatcherClock, "now">;
+  /** Deadline of requests without deadlineMs: record timestamp + this, ms. */
+  defaultTimeoutMs: number;
+}
+
+/**
+ * Decode → dedup → deadline for one fetched record of a running task: either its completion right
+ * away or a work item for the batcher. Every record gets exactly one of the two.
+ */
+export class RequestIntake {
+  constructor(private readonly o: RequestIntakeOptions) {}
+
+  take(task: PartitionTask, r: FetchedRecord): IntakeResult {
+    const timestampMs = Number(r.timestamp);
+    const source: DeadLetterSource = {
+      ...task.tp,
+      offset: r.offset,
+      key: r.key ?? null,
+      value: r.value ?? null,
+      headers: r.headers as RecordHeaders | undefined,
+      timestamp: r.timestamp,
+    };
+    const decoded = this.o.decoder.decode(source.value, source.headers, source.key);
+    if (!decoded.ok) {
+      const stage = decoded.code === "DECODE_FAILED" ? "decode" : "validate";
+      return {
+        kind: "done",
+        completion: this.o.completions.deadLetter(source, {
+          code: decoded.code,
+          message: decoded.message,
+          stage,
+        }),
+      };
+    }
+    const now = this.o.clock.now();
+    const dedup = task.dedup as NonNullable<PartitionTask["dedup"]>;
+    const { request } = decoded;
+    if (dedup.seen(request.id, now))
+      return { kind: "done", completion: this.o.completions.duplicate(timestampMs) };
+    // Remember at intake so a duplicate later in the same batch is caught too. If the transaction
+    // carrying this entry fails, the task is reset and the dedup store rebuilt from the changelog.
+    const entries = [dedup.remember(request.id, now), ...dedup.evictExpired(now)];
+    const deadlineMs =
+      request.deadlineMs ?? (Number.isFinite(timestampMs) ? timestampMs : now) + this.o.defaultTimeoutMs;
+    let tokens = 0;
+    try {
+      tokens = typeof request.text === "string" ? this.o.model.countTokens(request.text) : 0;
+    } catch {
+      tokens = 0; // the model reports the real problem per item when the batch runs
+    }
+    return {
+      kind: "queued",
+      item: {
+        task,
+        generation: task.generation,
+        source,
+        timestampMs,
+        request,
+        changelog: changelogMessages(task.changelogTopic, task.tp.partition, entries),
+        deadlineMs,
+        enqueuedAtMs: now,
+        tokens,
+      },
+    };
+  }
+}
