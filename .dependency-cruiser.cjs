@@ -42,6 +42,15 @@ module.exports = {
       to: { path: "(^|/)node_modules/kafkajs/" },
     },
     {
+      name: "kafkajs-behind-adapters",
+      severity: "error",
+      comment:
+        "The pipeline rooms (processor, batch, app, config) speak to Kafka only through src/kafka; a type-only " +
+        "import for an options type is fine (the processor's options carry a kafkajs client).",
+      from: { path: "^src/(processor|batch|app|config)/" },
+      to: { path: "(^|/)node_modules/kafkajs/", dependencyTypesNot: ["type-only"] },
+    },
+    {
       name: "observability-only-listens",
       severity: "error",
       comment:
@@ -62,7 +71,9 @@ module.exports = {
   ],
   options: {
     doNotFollow: { path: "node_modules" },
-    exclude: { path: "^(dist|node_modules)/" },
+    // Only build output is excluded: excluding node_modules would drop every import of kafkajs and
+    // silently disable the transport rules below. doNotFollow keeps the cruise out of packages.
+    exclude: { path: "^dist/" },
     tsPreCompilationDeps: true,
     tsConfig: { fileName: "tsconfig.json" },
     enhancedResolveOptions: {

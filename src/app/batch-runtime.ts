@@ -5,11 +5,11 @@ import type { BatchRunSummary } from "../batch/batch-run-summary.js";
 import type { BatchSink } from "../batch/batch-sink.js";
 import type { BatchSource } from "../batch/batch-source.js";
 import { FileSource } from "../batch/file-source.js";
-import { KafkaRangeSource } from "../batch/kafka-range-source.js";
-import { KafkaTopicSink } from "../batch/kafka-topic-sink.js";
 import { PartFileSink } from "../batch/part-file-sink.js";
 import type { SluiceConfig } from "../config/config-schema.js";
 import { createKafka } from "../kafka/kafka-client.js";
+import { KafkaRangeSource } from "../kafka/kafka-range-source.js";
+import { KafkaTopicSink } from "../kafka/kafka-topic-sink.js";
 import { ModelRunner, type ModelRunnerOptions } from "../model/model-runner.js";
 import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
 import { SluiceError } from "../sluice-error.js";
@@ -104,6 +104,7 @@ export async function createBatchRuntime(
       kafka: kafka(),
       topic: outputTopic,
       codec: config.topics.resultCodec,
+      transactionTimeoutMs: config.delivery.transactionTimeoutMs,
       beforeCommit: seams.beforeTopicCommit,
     });
     stateDir = resolve(request.stateDir ?? `.sluice/batch/${outputTopic}`);

@@ -1,5 +1,11 @@
 import { SluiceError } from "../sluice-error.js";
-import type { PartitionRange } from "./kafka-range-reader.js";
+
+/** Half-open offset range of one partition: [startOffset, endOffset). Offsets are decimal strings. */
+export interface PartitionRange {
+  partition: number;
+  startOffset: string;
+  endOffset: string;
+}
 
 /**
  * `--from` / `--to` of a topic input:

@@ -169,9 +169,31 @@ export class PartitionTask {
     this.fenceCount = 0;
   }
 
-  /** Counts a fence; returns the streak since the last commit. */
-  fenced(): number {
-    return ++this.fenceCount;
+  /**
+   * Reclaims the task after it was fenced. Someone initialised our transactional id, which a member
+   * only does after being assigned the partition: our membership may be stale and a rebalance on its
+   * way, and reclaiming at once could fence the rightful owner in turn. So wait a few heartbeats
+   * (jittered): a stale member learns of the rebalance at its next heartbeat, after which
+   * `isRebalancing` holds the reclaim back until the assignment decides (the owner cancels this timer
+   * and reclaims if the assignment still lists us), so the two cannot fence each other in turn
+   * (docs/exactly-once.md, "Reclaiming after a fence"). Repeated fences without a commit in between
+   * wait a full session timeout.
+   */
+  reclaimAfterFence(
+    timing: { heartbeatIntervalMs: number; sessionTimeoutMs: number },
+    isRebalancing: () => boolean,
+    reclaim: () => void,
+  ): void {
+    const fences = ++this.fenceCount;
+    const attempt = () => {
+      // Still rebalancing: look again in a heartbeat in case it ends without touching us.
+      if (isRebalancing()) this.scheduleReclaim(timing.heartbeatIntervalMs, attempt);
+      else reclaim();
+    };
+    this.scheduleReclaim(
+      fencedReclaimDelayMs(fences, timing.heartbeatIntervalMs, timing.sessionTimeoutMs),
+      attempt,
+    );
   }
 
   /**
@@ -249,4 +271,20 @@ export class PartitionTask {
       );
     }
   }
+}
+
+/**
+ * Wait before reclaiming a fenced partition still assigned to us, ms: two heartbeats plus 500 ms plus
+ * up to one heartbeat of jitter (capped at the session timeout); after more than 2 fences without a
+ * commit, a full session timeout.
+ */
+export function fencedReclaimDelayMs(
+  fences: number,
+  heartbeatIntervalMs: number,
+  sessionTimeoutMs: number,
+  random: () => number = Math.random,
+): number {
+  if (fences > 2) return sessionTimeoutMs;
+  const base = 2 * heartbeatIntervalMs + 500;
+  return Math.min(sessionTimeoutMs, base + Math.floor(random() * heartbeatIntervalMs));
 }

@@ -259,32 +259,13 @@ export class StreamProcessor {
       if (task.isRestoring(generation) && !this.stopping) this.d.restorer.start([task], this.restoreContext);
     };
     if (error.code === "PRODUCER_FENCED") {
-      // Someone initialised our transactional id, which a member only does after being assigned the
-      // partition: our membership may be stale and a rebalance on its way. Reclaiming at once could
-      // fence the rightful owner in turn, so wait for the next assignment (onAssigned reclaims or
-      // revokes). Without one, reclaim after a few heartbeats (jittered): a stale member learns of the
-      // rebalance at its next heartbeat, after which `rebalancing` holds the reclaim back until the
-      // assignment, so the two cannot fence each other in turn (docs/exactly-once.md, "Reclaiming
-      // after a fence"). After repeated fences without a commit in between, wait a full session timeout.
-      const fences = task.fenced();
-      const reclaimAfterFence = () => {
-        // The assignment decides (onAssigned reclaims it if it still lists us, which needs the timer
-        // set); look again in a heartbeat in case the rebalance ends without touching us.
-        if (this.rebalancing) task.scheduleReclaim(this.o.heartbeatIntervalMs, reclaimAfterFence);
-        else reclaim();
-      };
-      task.scheduleReclaim(this.fencedReclaimDelayMs(fences), reclaimAfterFence);
+      // Our membership may be stale and a rebalance on its way: the task waits for the assignment
+      // (onAssigned reclaims or revokes) or a few heartbeats (PartitionTask.reclaimAfterFence).
+      task.reclaimAfterFence(this.o, () => this.rebalancing, reclaim);
     } else {
       reclaim();
     }
     this.maybeResume();
-  }
-
-  /** Wait before reclaiming a fenced partition still assigned to us, ms. */
-  private fencedReclaimDelayMs(fences: number): number {
-    if (fences > 2) return this.o.sessionTimeoutMs;
-    const base = 2 * this.o.heartbeatIntervalMs + 500;
-    return Math.min(this.o.sessionTimeoutMs, base + Math.floor(Math.random() * this.o.heartbeatIntervalMs));
   }
 
   // ── intake: fetch → decode → dedup → batcher ───────────────────────────────────────────────────

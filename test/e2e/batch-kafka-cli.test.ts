@@ -2,9 +2,9 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { readKafkaRanges } from "../../src/batch/kafka-range-reader.js";
 import { encodeRequest } from "../../src/contracts/request-codec.js";
 import { decodeResult } from "../../src/contracts/result-codec.js";
+import { readKafkaRanges } from "../../src/kafka/kafka-range-reader.js";
 import type { BatchSeamSpec } from "../support/batch-seams.js";
 import { startCli } from "../support/cli-process.js";
 import {

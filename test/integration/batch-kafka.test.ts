@@ -6,12 +6,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BatchJob } from "../../src/batch/batch-job.js";
 import type { BatchManifest } from "../../src/batch/batch-manifest.js";
 import { FileSource } from "../../src/batch/file-source.js";
-import { readKafkaRanges } from "../../src/batch/kafka-range-reader.js";
-import { KafkaRangeSource } from "../../src/batch/kafka-range-source.js";
-import { KafkaTopicSink, SHARD_HEADER } from "../../src/batch/kafka-topic-sink.js";
 import { PartFileSink } from "../../src/batch/part-file-sink.js";
 import { encodeRequest } from "../../src/contracts/request-codec.js";
 import { decodeResult } from "../../src/contracts/result-codec.js";
+import { readKafkaRanges } from "../../src/kafka/kafka-range-reader.js";
+import { KafkaRangeSource } from "../../src/kafka/kafka-range-source.js";
+import { KafkaTopicSink, SHARD_HEADER } from "../../src/kafka/kafka-topic-sink.js";
 import { ModelRunner } from "../../src/model/model-runner.js";
 import {
   createTopics,
@@ -200,7 +200,7 @@ describe("batch mode over Kafka", () => {
     const job = () =>
       new BatchJob({
         source: new FileSource({ path: input }),
-        sink: new KafkaTopicSink({ kafka, topic: output }),
+        sink: new KafkaTopicSink({ kafka, topic: output, transactionTimeoutMs: 60_000 }),
         model,
         stateDir: state,
         shardSize: 4,

@@ -1,7 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { Deduplicator } from "../../../src/delivery/deduplicator.js";
 import type { RecordCompletion } from "../../../src/delivery/outbound-message.js";
-import { PartitionTask, type TaskCommitter } from "../../../src/processor/partition-task.js";
+import {
+  fencedReclaimDelayMs,
+  PartitionTask,
+  type TaskCommitter,
+} from "../../../src/processor/partition-task.js";
 
 const committer = (): TaskCommitter & { tracked: string[]; closed: { commit: boolean }[] } => {
   const c = {
@@ -66,24 +70,23 @@ describe("PartitionTask", () => {
   });
 
   it("closeClean commits only a running task; closeDirty never commits", async () => {
-    const running = new PartitionTask({ topic: "t", partition: 0 }, "cl");
-    const a = committer();
-    running.installCommitter(a);
-    running.start(new Deduplicator(), "0");
-    await running.closeClean();
-    expect(a.closed).toEqual([{ commit: true }]);
-    const restoring = new PartitionTask({ topic: "t", partition: 1 }, "cl");
-    const b = committer();
-    restoring.installCommitter(b);
-    await restoring.closeClean();
-    expect(b.closed).toEqual([{ commit: false }]);
-    const dirty = new PartitionTask({ topic: "t", partition: 2 }, "cl");
-    const d = committer();
-    dirty.installCommitter(d);
-    dirty.start(new Deduplicator(), "0");
-    await dirty.closeDirty();
-    expect(d.closed).toEqual([{ commit: false }]);
-    expect(dirty.state).toBe("closed");
+    const task = (partition: number, running: boolean) => {
+      const t = new PartitionTask({ topic: "t", partition }, "cl");
+      const c = committer();
+      t.installCommitter(c);
+      if (running) t.start(new Deduplicator(), "0");
+      return { t, c };
+    };
+    const running = task(0, true);
+    await running.t.closeClean();
+    expect(running.c.closed).toEqual([{ commit: true }]);
+    const restoring = task(1, false);
+    await restoring.t.closeClean();
+    expect(restoring.c.closed).toEqual([{ commit: false }]);
+    const dirty = task(2, true);
+    await dirty.t.closeDirty();
+    expect(dirty.c.closed).toEqual([{ commit: false }]);
+    expect(dirty.t.state).toBe("closed");
   });
 
   it("keeps one pending reclaim and counts fences until a commit", async () => {
@@ -96,9 +99,35 @@ describe("PartitionTask", () => {
     t.scheduleReclaim(50, () => fired++);
     expect(t.cancelReclaim()).toBe(true);
     expect(t.cancelReclaim()).toBe(false);
-    expect(t.fenced()).toBe(1);
-    expect(t.fenced()).toBe(2);
+    let reclaimed = 0;
+    let rebalancing = true;
+    const timing = { heartbeatIntervalMs: 5, sessionTimeoutMs: 20 }; // the session caps the first wait
+    t.reclaimAfterFence(
+      timing,
+      () => rebalancing,
+      () => reclaimed++,
+    );
+    expect(t.fences).toBe(1);
+    await new Promise((r) => setTimeout(r, 40));
+    expect(reclaimed).toBe(0); // held back while the group rebalances
+    rebalancing = false;
+    await new Promise((r) => setTimeout(r, 20));
+    expect(reclaimed).toBe(1);
+    t.reclaimAfterFence(
+      timing,
+      () => false,
+      () => reclaimed++,
+    );
+    expect(t.fences).toBe(2);
     t.committed();
     expect(t.fences).toBe(0);
+    t.cancelReclaim();
+  });
+
+  it("waits a few jittered heartbeats after a fence, a full session after repeated fences", () => {
+    expect(fencedReclaimDelayMs(1, 3000, 30_000, () => 0)).toBe(6500);
+    expect(fencedReclaimDelayMs(2, 3000, 30_000, () => 0.999)).toBe(9497);
+    expect(fencedReclaimDelayMs(3, 3000, 30_000, () => 0)).toBe(30_000);
+    expect(fencedReclaimDelayMs(1, 3000, 5000, () => 0)).toBe(5000);
   });
 });

@@ -1,9 +1,9 @@
 import type { Kafka, Producer } from "kafkajs";
+import type { BatchResultRow, BatchSink, InFlightShard } from "../batch/batch-sink.js";
 import type { InferenceResult } from "../contracts/inference.js";
 import { ResultEncoder } from "../contracts/result-codec.js";
 import { SluiceError } from "../sluice-error.js";
-import { withAdmin } from "./batch-admin.js";
-import type { BatchResultRow, BatchSink, InFlightShard } from "./batch-sink.js";
+import { withAdmin } from "./admin-session.js";
 import { readKafkaRanges } from "./kafka-range-reader.js";
 
 export const RUN_HEADER = "sluice-batch-run";
@@ -18,8 +18,8 @@ export interface KafkaTopicSinkOptions {
   codec?: "json" | "avro";
   /** Records per send() inside a shard's transaction. Default 500. */
   sendChunkRecords?: number;
-  /** Transaction timeout, ms. Default 60_000 (a shard must be produced within it). */
-  transactionTimeoutMs?: number;
+  /** Transaction timeout, ms (`delivery.transactionTimeoutMs`; a shard must be produced within it). */
+  transactionTimeoutMs: number;
   /**
    * Runs inside each shard's transaction, after the last send and before the commit. A seam for tests
    * (src/app/batch-seams.ts: hold a transaction open to kill the producer in it); production sets none.
@@ -149,7 +149,7 @@ export class KafkaTopicSink implements BatchSink {
       transactionalId,
       idempotent: true,
       maxInFlightRequests: 1,
-      transactionTimeout: this.opts.transactionTimeoutMs ?? 60_000,
+      transactionTimeout: this.opts.transactionTimeoutMs,
       allowAutoTopicCreation: false,
     });
   }

@@ -1,11 +1,11 @@
 import type { Kafka } from "kafkajs";
+import type { InputDescription } from "../batch/batch-manifest.js";
+import type { BatchItem, BatchSource } from "../batch/batch-source.js";
+import { parseOffsetSpec, resolveRanges } from "../batch/offset-spec.js";
 import { RequestDecoder } from "../contracts/request-codec.js";
 import { SluiceError } from "../sluice-error.js";
-import { withAdmin } from "./batch-admin.js";
-import type { InputDescription } from "./batch-manifest.js";
-import type { BatchItem, BatchSource } from "./batch-source.js";
+import { withAdmin } from "./admin-session.js";
 import { type PartitionRange, readKafkaRanges } from "./kafka-range-reader.js";
-import { parseOffsetSpec, resolveRanges } from "./offset-spec.js";
 
 export interface KafkaRangeSourceOptions {
   kafka: Kafka;

@@ -1,12 +1,8 @@
 import { randomBytes } from "node:crypto";
 import type { Kafka, KafkaMessage } from "kafkajs";
+import type { PartitionRange } from "../batch/offset-spec.js";
 
-/** Half-open offset range of one partition: [startOffset, endOffset). Offsets are decimal strings. */
-export interface PartitionRange {
-  partition: number;
-  startOffset: string;
-  endOffset: string;
-}
+export type { PartitionRange } from "../batch/offset-spec.js";
 
 export interface RangeMessage {
   partition: number;
