@@ -1,11 +1,13 @@
-import { execFile, execFileSync, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { delimiter, join, resolve } from "node:path";
-import { Kafka, logLevel } from "kafkajs";
 import { packageRoot } from "../config/project-paths.js";
 import { SluiceError } from "../sluice-error.js";
+import { type BrokerState, choosePort, isOurBroker, run, signal, waitForExit } from "./broker-process.js";
+import { waitUntilReady, warmUpCoordinators } from "./broker-readiness.js";
+
+export { waitUntilReady, warmUpCoordinators } from "./broker-readiness.js";
 
 /**
  * A single-node Apache Kafka (KRaft, broker+controller) run straight from Maven Central jars, so
@@ -49,15 +51,6 @@ export interface LocalBrokerStatus {
   alreadyRunning?: boolean;
   /** Set when a state file pointed at a process that no longer exists (cleaned up). */
   stale?: boolean;
-}
-
-interface BrokerState {
-  pid: number;
-  port: number;
-  controllerPort: number;
-  kafkaVersion: string;
-  startedAt: string;
-  serverProperties: string;
 }
 
 const STATE_FILE = "broker.json";
@@ -399,191 +392,4 @@ export class LocalBroker {
     }
     return "(no log output)";
   }
-}
-
-function run(command: string, args: string[], opts: { stderr?: boolean } = {}): Promise<string> {
-  return new Promise((resolvePromise, reject) => {
-    execFile(command, args, { maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
-      if (error) {
-        const detail = `${stderr}${stdout}`.trim().split("\n").slice(-15).join("\n");
-        reject(
-          Object.assign(new Error(`${command} ${args.at(-1)} failed: ${detail || error.message}`), {
-            code: (error as NodeJS.ErrnoException).code,
-          }),
-        );
-      } else {
-        resolvePromise(opts.stderr ? `${stderr}${stdout}` : stdout);
-      }
-    });
-  });
-}
-
-/** True when `pid` is alive (not a zombie) and its command line is our broker for this run folder. */
-function isOurBroker(state: BrokerState): boolean {
-  const command = commandLine(state.pid);
-  return command?.includes("kafka.Kafka") === true && command.includes(state.serverProperties);
-}
-
-function commandLine(pid: number): string | undefined {
-  if (!Number.isInteger(pid) || pid <= 0) return undefined;
-  const proc = `/proc/${pid}`;
-  if (existsSync("/proc/self")) {
-    try {
-      // A zombie still answers kill(pid, 0); it is dead for our purposes.
-      const stat = readFileSync(`${proc}/stat`, "utf8");
-      if (/^\d+ \(.*\) Z/.test(stat)) return undefined;
-      return readFileSync(`${proc}/cmdline`, "utf8").split("\0").join(" ");
-    } catch {
-      return undefined;
-    }
-  }
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return undefined;
-  }
-  // No /proc (macOS): ask ps.
-  try {
-    return execFileSync("ps", ["-o", "args=", "-p", String(pid)], { encoding: "utf8" });
-  } catch {
-    return undefined;
-  }
-}
-
-function signal(pid: number, name: NodeJS.Signals): void {
-  try {
-    process.kill(pid, name);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "ESRCH") throw error;
-  }
-}
-
-async function waitForExit(state: BrokerState, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (!isOurBroker(state)) return true;
-    await sleep(200);
-  }
-  return !isOurBroker(state);
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
-
-function portFree(port: number): Promise<number | undefined> {
-  return new Promise((resolvePromise) => {
-    const server = createServer();
-    server.once("error", () => resolvePromise(undefined));
-    server.listen({ port, host: "127.0.0.1", exclusive: true }, () => {
-      const address = server.address();
-      const bound = typeof address === "object" && address ? address.port : undefined;
-      server.close(() => resolvePromise(bound));
-    });
-  });
-}
-
-/** `preferred` when free, else any free port (never one in `avoid`). */
-async function choosePort(preferred: number, avoid: number[] = []): Promise<number> {
-  if (preferred !== 0 && !avoid.includes(preferred)) {
-    const free = await portFree(preferred);
-    if (free !== undefined) return free;
-  }
-  for (;;) {
-    const free = await portFree(0);
-    if (free !== undefined && !avoid.includes(free)) return free;
-  }
-}
-
-/**
- * Polls until a kafkajs admin can describe the cluster (a broker and an elected controller), failing
- * fast when `exited` reports that the broker process died. Also used for brokers Sluice did not start.
- */
-export async function waitUntilReady(
-  bootstrap: string,
-  timeoutMs: number,
-  exited: () => string | undefined = () => undefined,
-): Promise<void> {
-  const kafka = new Kafka({
-    clientId: "sluice-local-broker",
-    brokers: [bootstrap],
-    connectionTimeout: 1000,
-    requestTimeout: 5000,
-    retry: { retries: 0 },
-    logLevel: logLevel.NOTHING,
-  });
-  const deadline = Date.now() + timeoutMs;
-  let lastError = "no answer yet";
-  while (Date.now() < deadline) {
-    const died = exited();
-    if (died) throw new Error(`the Kafka process ${died}`);
-    const admin = kafka.admin();
-    try {
-      await admin.connect();
-      const cluster = await admin.describeCluster();
-      if (cluster.brokers.length > 0 && cluster.controller !== null) return;
-      lastError = "cluster has no controller yet";
-    } catch (error) {
-      lastError = (error as Error).message;
-    } finally {
-      await admin.disconnect().catch(() => {});
-    }
-    await sleep(500);
-  }
-  throw new Error(`timed out after ${timeoutMs} ms (last error: ${lastError})`);
-}
-
-/**
- * Makes a fresh broker behave like a lived-in one: creates `__consumer_offsets` and
- * `__transaction_state` and waits until their coordinators answer. Without this the first group or
- * transactional request on a new cluster can fail with NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS
- * (seen on Kafka 4.1.1), which kafkajs's admin does not always retry.
- */
-export async function warmUpCoordinators(bootstrap: string, timeoutMs = 30_000): Promise<void> {
-  const kafka = new Kafka({
-    clientId: "sluice-warm-up",
-    brokers: [bootstrap],
-    connectionTimeout: 2000,
-    retry: { retries: 0 },
-    logLevel: logLevel.NOTHING,
-  });
-  const deadline = Date.now() + timeoutMs;
-  const attempt = async (name: string, step: () => Promise<void>): Promise<void> => {
-    let last = "";
-    while (Date.now() < deadline) {
-      try {
-        await step();
-        return;
-      } catch (error) {
-        last = (error as Error).message;
-        await sleep(250);
-      }
-    }
-    throw new Error(`${name} did not become ready within ${timeoutMs} ms (last error: ${last})`);
-  };
-  await attempt("group coordinator", async () => {
-    const admin = kafka.admin();
-    try {
-      await admin.connect();
-      // describeCluster loads broker metadata; without it kafkajs cannot look up a coordinator.
-      await admin.describeCluster();
-      await admin.fetchOffsets({ groupId: "sluice-warm-up" });
-    } finally {
-      await admin.disconnect().catch(() => {});
-    }
-  });
-  await attempt("transaction coordinator", async () => {
-    const producer = kafka.producer({
-      transactionalId: "sluice-warm-up",
-      idempotent: true,
-      maxInFlightRequests: 1,
-      // kafkajs refuses an idempotent producer without retries.
-      retry: { retries: 3, initialRetryTime: 100 },
-    });
-    try {
-      await producer.connect();
-    } finally {
-      await producer.disconnect().catch(() => {});
-    }
-  });
 }
