@@ -695,8 +695,8 @@ Processor: in-process \`StreamProcessor\` with \`sluice serve\`'s defaults (maxB
 maxWaitMs ${c.batching.maxWaitMs}, maxInFlightBatches ${c.batching.maxInFlightBatches}, maxQueuedRecords
 ${c.batching.maxQueuedRecords}, commitIntervalMs ${c.delivery.commitIntervalMs}, JSON codecs). The load generator, the
 read_committed reader and the broker share the machine: ${machineDescription().replace(/, load average.*$/, "")}.
-Load average ${la(r.loadStart)} at start, ${la(r.loadEnd)} at the end (1/5/15 min); the machine was shared with
-another engineer's tests, so treat differences under ~20 % as noise. ${r.startedAt.toISOString().slice(0, 16)}Z, ${f1(minutes)} min. One run.
+Load average ${la(r.loadStart)} at start, ${la(r.loadEnd)} at the end (1/5/15 min); on this shared 2-core machine
+treat differences under ~20 % between runs as noise. ${r.startedAt.toISOString().slice(0, 16)}Z, ${f1(minutes)} min. One run.
 
 ### Sustained throughput (pre-produced backlog, drained)
 
