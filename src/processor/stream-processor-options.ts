@@ -117,6 +117,10 @@ export function resolveProcessorOptions(o: StreamProcessorOptions): ResolvedProc
     input[section] ??= {};
     (input[section] as Record<string, unknown>)[key] = value;
   }
+  // The model is already loaded here and truncates by itself; the configuration's rule that a batch
+  // fits one full-length request (batching.maxBatchTokens >= model.maxSequenceTokens) is about the
+  // configured model, so it must not judge programmatic options against the default sequence length.
+  input["model"] = { maxSequenceTokens: 1 };
   const parsed = sluiceConfigSchema.safeParse(input as SluiceConfigInput);
   if (!parsed.success) {
     const issue = parsed.error.issues[0] as (typeof parsed.error.issues)[number];

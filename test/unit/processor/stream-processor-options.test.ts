@@ -1,5 +1,6 @@
 import type { Kafka } from "kafkajs";
 import { describe, expect, it } from "vitest";
+import { defaultConfig } from "../../../src/config/config-schema.js";
 import { classify } from "../../../src/kafka/result-publisher.js";
 import type { ModelPort } from "../../../src/model/model-port.js";
 import { SluiceEvents } from "../../../src/observability/sluice-events.js";
@@ -54,5 +55,28 @@ describe("classify (transaction errors)", () => {
     const e = classify(new Error("Request timed out"), "t", 0, "committing");
     expect(e.code).toBe("TRANSACTION_FAILED");
     expect(e.retriable).toBe(true);
+  });
+});
+
+describe("resolveProcessorOptions: one home for defaults and rules", () => {
+  it("takes every default from the configuration schema", () => {
+    const o = resolveProcessorOptions(base);
+    const d = defaultConfig();
+    expect(o.maxBatchSize).toBe(d.batching.maxBatchSize);
+    expect(o.dedupTtlMs).toBe(d.delivery.dedupTtlMs);
+    expect(o.sessionTimeoutMs).toBe(d.consumer.sessionTimeoutMs);
+    expect(o.restoreTimeoutMs).toBe(d.consumer.restoreTimeoutMs);
+    expect(o.restoreRetryMs).toBe(d.consumer.restoreRetryMs);
+  });
+
+  it("applies the schema's cross-field rules under option names", () => {
+    expect(() => resolveProcessorOptions({ ...base, heartbeatIntervalMs: 40_000 })).toThrow(
+      /StreamProcessor: heartbeatIntervalMs must be below sessionTimeoutMs \(30000\)/,
+    );
+    expect(() => resolveProcessorOptions({ ...base, maxBatchSize: 1.5 })).toThrow(/maxBatchSize/);
+  });
+
+  it("does not judge a loaded model's batch tokens by the configuration's default sequence length", () => {
+    expect(resolveProcessorOptions({ ...base, maxBatchTokens: 64 }).maxBatchTokens).toBe(64);
   });
 });
