@@ -130,12 +130,21 @@ describe("StreamProcessor at-least-once mode (real Kafka, tiny model)", () => {
     const ids = Array.from({ length: total }, (_, n) => `k-${n}`);
     const requests = jsonRequestMessages(ids, "the cat sat on the mat");
     await produceMessages(topic, requests, { chunkSize: 1000 });
-    const env = serveEnv(base, { ...modelEnv, SLUICE_DELIVERY__TRANSACTIONS: "false" });
+    // Small fetches (about 20 records) and batches keep the tiny model's drain long enough to be
+    // killed mid-stream: with the defaults a fast machine drained nearly all 12,000 between two
+    // progress polls (11,532 committed at the kill once), and the test could not kill mid-stream.
+    const env = serveEnv(base, {
+      ...modelEnv,
+      SLUICE_DELIVERY__TRANSACTIONS: "false",
+      SLUICE_CONSUMER__MAX_BYTES_PER_PARTITION: "2048",
+      SLUICE_BATCHING__MAX_BATCH_SIZE: "8",
+    });
     const first = startServe([], env);
     procs.push(first);
     await first.waitFor(/sluice serve running/, 60_000);
     const atKill = await waitForProgress(group, topic, (p) => p.committed >= total * 0.1, 60_000);
     first.child.kill("SIGKILL");
+    console.log(`at-least-once kill test: SIGKILL at ${atKill.committed}/${total} committed`);
     expect((await first.exited).signal).toBe("SIGKILL");
     expect(atKill.committed).toBeLessThan(total); // really mid-stream
     const second = startServe([], env);
