@@ -88,10 +88,11 @@ export async function createBatchRuntime(
     if (request.from || request.to) {
       throw new SluiceError("CONFIG_INVALID", "--from/--to/--range apply to kafka:TOPIC inputs only");
     }
-    const format = request.inputFormat ?? (/\.csv$/i.test(request.input) ? "csv" : "jsonl");
-    if (format !== "jsonl" && format !== "csv") {
-      throw new SluiceError("CONFIG_INVALID", `--input-format must be jsonl or csv, got ${format}`);
-    }
+    const format = oneOf(
+      request.inputFormat ?? (/\.csv$/i.test(request.input) ? "csv" : "jsonl"),
+      ["jsonl", "csv"],
+      "--input-format",
+    );
     source = new FileSource({ path: request.input, format, idField, textField });
     inputFormat = format;
   }
@@ -109,10 +110,7 @@ export async function createBatchRuntime(
     });
     stateDir = resolve(request.stateDir ?? `.sluice/batch/${outputTopic}`);
   } else {
-    const format = request.format ?? "jsonl";
-    if (format !== "jsonl" && format !== "avro") {
-      throw new SluiceError("CONFIG_INVALID", `--format must be jsonl or avro, got ${format}`);
-    }
+    const format = oneOf(request.format ?? "jsonl", ["jsonl", "avro"], "--format");
     sink = new PartFileSink({ dir: request.output, format });
     stateDir = resolve(request.stateDir ?? request.output);
   }
@@ -175,4 +173,10 @@ function kafkaTopic(spec: string, flag: "--input" | "--output"): string | null {
   const topic = spec.slice("kafka:".length);
   if (!topic) throw new SluiceError("CONFIG_INVALID", `${flag} kafka:TOPIC needs a topic name`);
   return topic;
+}
+
+/** `value` when it is one of `allowed`, else CONFIG_INVALID naming the flag. */
+function oneOf<T extends string>(value: string, allowed: readonly T[], flag: string): T {
+  if ((allowed as readonly string[]).includes(value)) return value as T;
+  throw new SluiceError("CONFIG_INVALID", `${flag} must be ${allowed.join(" or ")}, got ${value}`);
 }

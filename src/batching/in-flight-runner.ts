@@ -24,11 +24,6 @@ export class InFlightRunner<T> {
     this.o = options;
   }
 
-  /** Jobs running now. */
-  get running(): number {
-    return this.active;
-  }
-
   /** Jobs waiting for a slot. */
   get queued(): number {
     return this.waiting.length - this.head;

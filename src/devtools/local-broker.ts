@@ -7,8 +7,6 @@ import { SluiceError } from "../sluice-error.js";
 import { type BrokerState, choosePort, isOurBroker, run, signal, waitForExit } from "./broker-process.js";
 import { waitUntilReady, warmUpCoordinators } from "./broker-readiness.js";
 
-export { waitUntilReady, warmUpCoordinators } from "./broker-readiness.js";
-
 /**
  * A single-node Apache Kafka (KRaft, broker+controller) run straight from Maven Central jars, so
  * development and tests need Java and Maven but no Docker. Everything it owns (state, logs, data,

@@ -2,8 +2,6 @@ import type { Consumer, Kafka, KafkaMessage } from "kafkajs";
 import { partitionsByTopic, type TopicPartition } from "../contracts/topic-partition.js";
 import { SluiceError } from "../sluice-error.js";
 
-export type { TopicPartition } from "../contracts/topic-partition.js";
-
 /** Handlers the owner of the loop supplies. All are called on the consumer's task and must be quick. */
 export interface ConsumerLoopHandlers {
   /**

@@ -2,8 +2,6 @@ import { randomBytes } from "node:crypto";
 import type { Kafka, KafkaMessage } from "kafkajs";
 import type { PartitionRange } from "../batch/offset-spec.js";
 
-export type { PartitionRange } from "../batch/offset-spec.js";
-
 export interface RangeMessage {
   partition: number;
   message: KafkaMessage;

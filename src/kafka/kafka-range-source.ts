@@ -1,11 +1,11 @@
 import type { Kafka } from "kafkajs";
 import type { InputDescription } from "../batch/batch-manifest.js";
 import type { BatchItem, BatchSource } from "../batch/batch-source.js";
-import { parseOffsetSpec, resolveRanges } from "../batch/offset-spec.js";
+import { type PartitionRange, parseOffsetSpec, resolveRanges } from "../batch/offset-spec.js";
 import { RequestDecoder } from "../contracts/request-codec.js";
 import { SluiceError } from "../sluice-error.js";
 import { withAdmin } from "./admin-session.js";
-import { type PartitionRange, readKafkaRanges } from "./kafka-range-reader.js";
+import { readKafkaRanges } from "./kafka-range-reader.js";
 
 export interface KafkaRangeSourceOptions {
   kafka: Kafka;

@@ -2,8 +2,6 @@ import type { IHeaders, Kafka, Producer } from "kafkajs";
 import { estimateBytes, type OutboundMessage } from "../delivery/outbound-message.js";
 import { SluiceError } from "../sluice-error.js";
 
-export type { OutboundMessage } from "../delivery/outbound-message.js";
-
 /**
  * What one commit of an input partition publishes: the outputs (results, dead letters), the
  * bookkeeping (dedup changelog entries and the offset checkpoint) and the consumer offset

@@ -36,8 +36,6 @@ interface PartitionState {
   completeUpToMs: number | null;
 }
 
-const key = topicPartitionKey;
-
 /**
  * Publishes, every `intervalMs`, one Avro heartbeat per owned input partition to the freshness
  * topic, so a downstream reader can tell "results are complete up to event time T" even when no
@@ -91,8 +89,8 @@ export class FreshnessHeartbeat {
     this.offs.push(
       ev.on("partitions.assigned", (e) => {
         for (const p of e.partitions) {
-          if (this.owned.has(key(e.topic, p))) continue;
-          this.owned.set(key(e.topic, p), {
+          if (this.owned.has(topicPartitionKey(e.topic, p))) continue;
+          this.owned.set(topicPartitionKey(e.topic, p), {
             topic: e.topic,
             partition: p,
             committed: -1n,
@@ -104,10 +102,10 @@ export class FreshnessHeartbeat {
         }
       }),
       ev.on("partitions.revoked", (e) => {
-        for (const p of e.partitions) this.owned.delete(key(e.topic, p));
+        for (const p of e.partitions) this.owned.delete(topicPartitionKey(e.topic, p));
       }),
       ev.on("transaction.finished", (e) => {
-        const st = this.owned.get(key(e.topic, e.partition));
+        const st = this.owned.get(topicPartitionKey(e.topic, e.partition));
         if (!st || e.outcome !== "committed") return;
         if (e.nextOffset !== undefined && BigInt(e.nextOffset) > st.committed)
           st.committed = BigInt(e.nextOffset);
@@ -121,7 +119,7 @@ export class FreshnessHeartbeat {
       ev.on("lag.sampled", (e) => {
         if (e.groupId !== this.opts.groupId) return;
         for (const lag of e.partitions) {
-          const st = this.owned.get(key(lag.topic, lag.partition));
+          const st = this.owned.get(topicPartitionKey(lag.topic, lag.partition));
           if (!st) continue;
           st.lag = lag;
           st.lagSampledAtMs = e.sampledAtMs;

@@ -10,8 +10,6 @@ interface PartitionQueue {
   head: number;
 }
 
-const key = topicPartitionKey;
-
 /**
  * Per owned partition, the record timestamps this instance has consumed but not yet committed, fed by
  * `record.consumed` and `transaction.finished` events. It answers "what is the timestamp of the
@@ -27,8 +25,8 @@ export class InFlightRecords {
     this.offs = [
       events.on("partitions.assigned", (e) => {
         for (const p of e.partitions) {
-          if (!this.queues.has(key(e.topic, p))) {
-            this.queues.set(key(e.topic, p), {
+          if (!this.queues.has(topicPartitionKey(e.topic, p))) {
+            this.queues.set(topicPartitionKey(e.topic, p), {
               topic: e.topic,
               partition: p,
               offsets: [],
@@ -39,10 +37,10 @@ export class InFlightRecords {
         }
       }),
       events.on("partitions.revoked", (e) => {
-        for (const p of e.partitions) this.queues.delete(key(e.topic, p));
+        for (const p of e.partitions) this.queues.delete(topicPartitionKey(e.topic, p));
       }),
       events.on("record.consumed", (e) => {
-        const q = this.queues.get(key(e.topic, e.partition));
+        const q = this.queues.get(topicPartitionKey(e.topic, e.partition));
         if (!q) return;
         const offset = BigInt(e.offset);
         if (q.head > 0 && q.head === q.offsets.length) {
@@ -63,7 +61,7 @@ export class InFlightRecords {
       }),
       events.on("transaction.finished", (e) => {
         if (e.outcome !== "committed" || e.nextOffset === undefined) return;
-        const q = this.queues.get(key(e.topic, e.partition));
+        const q = this.queues.get(topicPartitionKey(e.topic, e.partition));
         if (q) this.dropBefore(q, BigInt(e.nextOffset));
       }),
     ];
@@ -75,7 +73,7 @@ export class InFlightRecords {
   }
 
   owns(topic: string, partition: number): boolean {
-    return this.queues.has(key(topic, partition));
+    return this.queues.has(topicPartitionKey(topic, partition));
   }
 
   /**
@@ -83,7 +81,7 @@ export class InFlightRecords {
    * partition and has fetched it; undefined otherwise (caller must look elsewhere).
    */
   firstUncommitted(topic: string, partition: number, committedOffset: bigint): number | undefined {
-    const q = this.queues.get(key(topic, partition));
+    const q = this.queues.get(topicPartitionKey(topic, partition));
     if (!q) return undefined;
     this.dropBefore(q, committedOffset);
     const first = q.offsets[q.head];

@@ -1,14 +1,10 @@
 import type { Admin, Kafka } from "kafkajs";
 import type { Logger } from "pino";
+import { topicPartitionKey } from "../contracts/topic-partition.js";
 import { SluiceError } from "../sluice-error.js";
 import type { InFlightRecords } from "./in-flight-records.js";
 import { PeriodicTask } from "./periodic-task.js";
-import {
-  type ProbedRecord,
-  probeKey,
-  RecordTimestampReader,
-  type TimestampProbe,
-} from "./record-timestamp-reader.js";
+import { type ProbedRecord, RecordTimestampReader, type TimestampProbe } from "./record-timestamp-reader.js";
 import type { LagSample, PartitionLag, SluiceEvents, TopicLag } from "./sluice-events.js";
 
 export interface LagMonitorOptions {
@@ -200,14 +196,15 @@ export class LagMonitor {
     }
     const committedBy = new Map<string, bigint>();
     for (const t of commits)
-      for (const p of t.partitions) committedBy.set(probeKey(t.topic, p.partition), BigInt(p.offset));
+      for (const p of t.partitions)
+        committedBy.set(topicPartitionKey(t.topic, p.partition), BigInt(p.offset));
 
     const rows: Array<{ lag: PartitionLag; low: bigint; end: bigint; position: bigint; hasCommit: boolean }> =
       [];
     for (const { topic, offsets } of ends) {
       for (const o of [...offsets].sort((a, b) => a.partition - b.partition)) {
         if (this.opts.ownedPartitionsOnly && !this.opts.inFlight?.owns(topic, o.partition)) continue;
-        const raw = committedBy.get(probeKey(topic, o.partition)) ?? -1n;
+        const raw = committedBy.get(topicPartitionKey(topic, o.partition)) ?? -1n;
         const low = BigInt(o.low);
         const end = BigInt(o.high);
         const hasCommit = raw >= 0n;
@@ -238,7 +235,7 @@ export class LagMonitor {
       for (const row of rows) {
         if (row.lag.lagRecords === 0) continue;
         const ts = this.opts.inFlight.firstUncommitted(row.lag.topic, row.lag.partition, row.position);
-        if (ts !== undefined) known.set(probeKey(row.lag.topic, row.lag.partition), ts);
+        if (ts !== undefined) known.set(topicPartitionKey(row.lag.topic, row.lag.partition), ts);
       }
     }
     try {
@@ -249,7 +246,7 @@ export class LagMonitor {
     }
     const now = this.opts.nowMs();
     for (const row of rows) {
-      const k = probeKey(row.lag.topic, row.lag.partition);
+      const k = topicPartitionKey(row.lag.topic, row.lag.partition);
       const c = this.cache.get(k);
       if (row.lag.lagRecords > 0 && this.opts.readLagSeconds) {
         const inFlightTs = known.get(k);
@@ -288,7 +285,7 @@ export class LagMonitor {
   ): Promise<void> {
     const probes: TimestampProbe[] = [];
     for (const row of rows) {
-      const k = probeKey(row.lag.topic, row.lag.partition);
+      const k = topicPartitionKey(row.lag.topic, row.lag.partition);
       const cached = this.cache.get(k);
       const wantAfter = this.opts.readLagSeconds && row.lag.lagRecords > 0 && !known.has(k);
       const wantBefore = this.opts.readCommittedTimestamps && row.hasCommit && row.position > row.low;
@@ -319,7 +316,7 @@ export class LagMonitor {
     if (probes.length === 0) return;
     const results = await this.reader.read(probes);
     for (const p of probes) {
-      const k = probeKey(p.topic, p.partition);
+      const k = topicPartitionKey(p.topic, p.partition);
       const r = results.get(k);
       const row = rows.find((x) => x.lag.topic === p.topic && x.lag.partition === p.partition)!;
       this.cache.set(k, {
@@ -344,7 +341,7 @@ export class LagMonitor {
       // With no commit the group's position is the log start, i.e. end − lag.
       const position =
         p.committedOffset === null ? BigInt(p.endOffset) - BigInt(p.lagRecords) : BigInt(p.committedOffset);
-      const k = probeKey(p.topic, p.partition);
+      const k = topicPartitionKey(p.topic, p.partition);
       positions.set(k, position);
       const before = prev?.byPartition.get(k);
       if (before !== undefined) {

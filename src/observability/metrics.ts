@@ -39,8 +39,6 @@ const SHORT_BUCKETS_S = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0
 const SIZE_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
 const TOKEN_BUCKETS = [16, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536];
 
-const key = topicPartitionKey;
-
 /**
  * Owns the Prometheus registry of one Sluice process. Stages never call it: `attach(events)`
  * subscribes to the typed event bus (DESIGN.md §6.9), and the lag gauges are fed by
@@ -219,7 +217,7 @@ export class SluiceMetrics {
       }),
       events.on("partitions.revoked", (e) => {
         // Another instance owns these now and reports their freshness.
-        for (const p of e.partitions) this.lastCommittedEventMs.delete(key(e.topic, p));
+        for (const p of e.partitions) this.lastCommittedEventMs.delete(topicPartitionKey(e.topic, p));
       }),
       events.on("model.loaded", (e) => {
         this.modelInfo.reset();
@@ -253,7 +251,7 @@ export class SluiceMetrics {
   }
 
   private noteCommittedEventTime(topic: string, partition: number, ms: number): void {
-    const k = key(topic, partition);
+    const k = topicPartitionKey(topic, partition);
     const prev = this.lastCommittedEventMs.get(k);
     // Record timestamps are producer clocks and need not be monotonic; freshness follows the newest.
     if (!prev || ms > prev.ms) this.lastCommittedEventMs.set(k, { topic, partition, ms });
@@ -263,7 +261,7 @@ export class SluiceMetrics {
     const seen = new Set<string>();
     for (const p of sample.partitions) {
       const labels = { topic: p.topic, partition: String(p.partition) };
-      seen.add(key(p.topic, p.partition));
+      seen.add(topicPartitionKey(p.topic, p.partition));
       this.lagRecords.set(labels, p.lagRecords);
       this.lagSeconds.set(labels, p.lagSeconds);
       if (p.lastCommittedEventTimestampMs !== undefined) {

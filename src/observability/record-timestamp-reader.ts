@@ -39,8 +39,6 @@ export interface RecordTimestampReaderOptions {
   timeoutMs?: number;
 }
 
-export const probeKey = topicPartitionKey;
-
 interface ProbeState {
   probe: TimestampProbe;
   from: bigint;
@@ -117,7 +115,7 @@ export class RecordTimestampReader {
         done: false,
       };
       st.done = from === until;
-      states.set(probeKey(probe.topic, probe.partition), st);
+      states.set(topicPartitionKey(probe.topic, probe.partition), st);
     }
     const pending = [...states.values()].filter((st) => !st.done);
     if (pending.length > 0) await this.fetch(states, pending);
@@ -154,7 +152,7 @@ export class RecordTimestampReader {
       // Runs inside joinAndSync, before the first fetch: the seeks below win over "latest".
       const assignment = payload.memberAssignment as Record<string, number[]>;
       for (const [topic, partitions] of Object.entries(assignment)) {
-        const idle = partitions.filter((p) => states.get(probeKey(topic, p))?.done !== false);
+        const idle = partitions.filter((p) => states.get(topicPartitionKey(topic, p))?.done !== false);
         if (idle.length > 0) consumer.pause([{ topic, partitions: idle }]);
       }
       for (const st of pending) {
@@ -169,7 +167,7 @@ export class RecordTimestampReader {
     consumer.on(consumer.events.START_BATCH_PROCESS, ({ payload }) => {
       // Batches with no deliverable message (markers, aborted data) never reach eachBatch.
       if (payload.batchSize > 0) return;
-      const st = states.get(probeKey(payload.topic, payload.partition));
+      const st = states.get(topicPartitionKey(payload.topic, payload.partition));
       if (st && !st.done) moved(st, BigInt(payload.lastOffset));
     });
 
@@ -183,7 +181,7 @@ export class RecordTimestampReader {
       await consumer.run({
         autoCommit: false,
         eachBatch: async ({ batch }) => {
-          const st = states.get(probeKey(batch.topic, batch.partition));
+          const st = states.get(topicPartitionKey(batch.topic, batch.partition));
           if (!st || st.done) return;
           for (const m of batch.messages) {
             const offset = BigInt(m.offset);

@@ -1,6 +1,6 @@
 import { Deduplicator } from "../delivery/deduplicator.js";
-import type { PartitionTask, TaskCommitter } from "./partition-task.js";
-import type { RestoredChangelog, RestoreSources } from "./processor-ports.js";
+import type { PartitionTask } from "./partition-task.js";
+import type { RestoredChangelog, RestoreSources, TaskCommitter } from "./processor-ports.js";
 import type { ProcessorLog } from "./stream-processor-options.js";
 
 /** The little a restore needs from the processor (never the processor itself). */

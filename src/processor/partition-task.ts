@@ -5,8 +5,6 @@ import type { RecordCompletion } from "../delivery/outbound-message.js";
 import { SluiceError } from "../sluice-error.js";
 import type { FetchedRecord, TaskCommitter } from "./processor-ports.js";
 
-export type { TaskCommitter } from "./processor-ports.js";
-
 /**
  * restoring → running → (restoring again after a reset) → revoked | closed. `revoked` and `closed`
  * are final. Every transition bumps the generation, which voids the work taken before it.

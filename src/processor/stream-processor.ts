@@ -10,7 +10,7 @@ import type { SluiceEventMap, SluiceEventName, SluiceEvents } from "../observabi
 import { SluiceError } from "../sluice-error.js";
 import type { PartitionRestorer, RestoreContext } from "./partition-restorer.js";
 import { PartitionTask } from "./partition-task.js";
-import type { CommitterFactory, FetchedRecord, RecordSource } from "./processor-ports.js";
+import type { CommitterFactory, FetchedRecord, RecordSource, TaskCommitter } from "./processor-ports.js";
 import { RequestIntake, type WorkItem } from "./request-intake.js";
 import type { ProcessorLog, ProcessorSettings } from "./stream-processor-options.js";
 
@@ -225,9 +225,9 @@ export class StreamProcessor {
     this.maybeResume();
   }
 
-  private createCommitter(task: PartitionTask) {
-    let created: Awaited<ReturnType<CommitterFactory>> | undefined;
-    const made = this.d.committers(task.tp, task.changelogTopic, {
+  private async createCommitter(task: PartitionTask): Promise<TaskCommitter> {
+    let created: TaskCommitter | undefined;
+    created = await this.d.committers(task.tp, task.changelogTopic, {
       // Records waiting for commit count toward maxQueuedRecords; a commit may end the pause.
       onCommitted: () => {
         task.committed();
@@ -238,10 +238,7 @@ export class StreamProcessor {
         if (created !== undefined && task.committer === created) this.reset(task, error);
       },
     });
-    return made.then((c) => {
-      created = c;
-      return c;
-    });
+    return created;
   }
 
   /** Voids in-flight work of a task and reclaims it from its committed offset. */

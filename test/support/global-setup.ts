@@ -4,7 +4,8 @@ import { homedir, tmpdir } from "node:os";
 import { join, sep } from "node:path";
 import type { TestProject } from "vitest/node";
 import { packageRoot } from "../../src/config/project-paths.js";
-import { LocalBroker, waitUntilReady, warmUpCoordinators } from "../../src/devtools/local-broker.js";
+import { waitUntilReady, warmUpCoordinators } from "../../src/devtools/broker-readiness.js";
+import { LocalBroker } from "../../src/devtools/local-broker.js";
 
 /**
  * Decides where integration tests find Kafka, once per `vitest run`, and provides the bootstrap

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { chunked, classify, isTooLarge, type OutboundMessage } from "../../../src/kafka/result-publisher.js";
+import type { OutboundMessage } from "../../../src/delivery/outbound-message.js";
+import { chunked, classify, isTooLarge } from "../../../src/kafka/result-publisher.js";
 
 const msg = (topic: string, i: number, bytes: number): OutboundMessage => ({
   topic,

@@ -1,11 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { Deduplicator } from "../../../src/delivery/deduplicator.js";
 import type { RecordCompletion } from "../../../src/delivery/outbound-message.js";
-import {
-  fencedReclaimDelayMs,
-  PartitionTask,
-  type TaskCommitter,
-} from "../../../src/processor/partition-task.js";
+import { fencedReclaimDelayMs, PartitionTask } from "../../../src/processor/partition-task.js";
+import type { TaskCommitter } from "../../../src/processor/processor-ports.js";
 
 const committer = (): TaskCommitter & { tracked: string[]; closed: { commit: boolean }[] } => {
   const c = {

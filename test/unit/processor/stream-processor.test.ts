@@ -9,13 +9,13 @@ import type { RecordCompletion } from "../../../src/delivery/outbound-message.js
 import type { ItemOutcome, ModelPort } from "../../../src/model/model-port.js";
 import { SluiceEvents } from "../../../src/observability/sluice-events.js";
 import { PartitionRestorer } from "../../../src/processor/partition-restorer.js";
-import type { TaskCommitter } from "../../../src/processor/partition-task.js";
 import type {
   CommitterHooks,
   FetchedRecord,
   RecordSource,
   RecordSourceHandlers,
   RestoreSources,
+  TaskCommitter,
 } from "../../../src/processor/processor-ports.js";
 import { StreamProcessor } from "../../../src/processor/stream-processor.js";
 import {
