@@ -21,7 +21,7 @@ const overlap = (a: GridPos, b: GridPos) =>
   a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
 
 /** Pairs of panels whose grid rectangles intersect (Grafana would push one down, or stack them). */
-export function overlappingPanels(panels: readonly Panel[]): string[] {
+function overlappingPanels(panels: readonly Panel[]): string[] {
   const out: string[] = [];
   panels.forEach((a, i) => {
     for (const b of panels.slice(i + 1)) {

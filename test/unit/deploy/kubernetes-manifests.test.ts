@@ -14,7 +14,11 @@ import { packageRoot } from "../../../src/config/project-paths.js";
 // JSON schemas of kubernetes-models / @kubernetes-models/keda. Unknown fields pass those schemas,
 // so the fields that matter are asserted one by one.
 const root = packageRoot();
-type Doc = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } } & Record<
+type Doc = {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; labels?: Record<string, string> };
+} & Record<
   string,
   // biome-ignore lint/suspicious/noExplicitAny: rendered YAML, asserted field by field below
   any
@@ -223,6 +227,6 @@ describe("deploy/kubernetes (kubectl kustomize, validated offline)", () => {
     expect(monitor.apiVersion).toBe("monitoring.coreos.com/v1");
     expect(monitor.spec.endpoints).toEqual([expect.objectContaining({ port: "metrics", path: "/metrics" })]);
     const service = one(docs, "Service");
-    expect(matches(monitor.spec.selector.matchLabels, service.metadata.labels)).toBe(true);
+    expect(matches(monitor.spec.selector.matchLabels, service.metadata.labels ?? {})).toBe(true);
   });
 });
