@@ -116,7 +116,8 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
   const close = (): Promise<void> => {
     stopping ??= (async () => {
       await lag.stop().catch(() => undefined);
-      await processor.close();
+      // Bounded (shutdown.timeoutMs): what does not finish in time is left to the next owner.
+      await processor.close({ timeoutMs: config.shutdown.timeoutMs });
       await heartbeat.stop().catch(() => undefined);
       await server.stop();
       detachMetrics();

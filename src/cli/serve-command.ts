@@ -27,6 +27,15 @@ export function register(program: Command): void {
           if (signalled) process.exit(130);
           signalled = true;
           logger.info({ signal }, "stopping: finishing in-flight batches");
+          // The runtime keeps to shutdown.timeoutMs; this only catches a stop that hangs past it.
+          const overrun = config.shutdown.timeoutMs + 2000;
+          setTimeout(() => {
+            logger.error(
+              { timeoutMs: config.shutdown.timeoutMs },
+              "shutdown overran shutdown.timeoutMs; exiting, uncommitted work is left to the next owner",
+            );
+            process.exit(1);
+          }, overrun).unref();
           runtime.close().then(resolve, reject);
         };
         process.on("SIGTERM", onSignal);

@@ -241,6 +241,16 @@ export const observabilitySchema = z
   })
   .describe("Metrics, logs and heartbeats.");
 
+export const shutdownSchema = z
+  .strictObject({
+    timeoutMs: positiveInt()
+      .default(20_000)
+      .describe(
+        "Longest graceful stop on SIGTERM, ms: finish formed and in-flight batches, commit, leave the group; records fetched but not started are left to the next owner. Set container grace periods above it.",
+      ),
+  })
+  .describe("Graceful shutdown of `sluice serve`.");
+
 export const batchSchema = z
   .strictObject({
     shardSize: positiveInt().default(10_000).describe("Rows per batch-mode shard (unit of checkpointing)."),
@@ -259,6 +269,7 @@ export const sluiceConfigSchema = z
     model: modelSchema.prefault({}),
     observability: observabilitySchema.prefault({}),
     batch: batchSchema.prefault({}),
+    shutdown: shutdownSchema.prefault({}),
   })
   .superRefine((c, ctx) => {
     // Cross-field rules: each names both keys so the fix is obvious.

@@ -28,6 +28,12 @@ export interface LagMonitorOptions {
   /** Records before the committed offset scanned for the last committed data record. Default 16. */
   lookBehindRecords?: number;
   /**
+   * Uncommitted ranges up to this many offsets are read whole and their data records counted
+   * exactly; longer ones count from the first data record to the log end (markers inside a backlog
+   * then count too, at most one per transaction). Default 1000.
+   */
+  exactCountOffsets?: number;
+  /**
    * In-flight tracker of a running processor: lag seconds of partitions it owns come from the records
    * it has consumed (no broker read). Others fall back to reading the log. Default none.
    */
@@ -47,12 +53,21 @@ interface CachedProbe {
   end: bigint;
   atOrAfter: ProbedRecord | null | undefined;
   before: ProbedRecord | null | undefined;
+  /** Data records in [committed, end) when the whole range was read. */
+  dataRecords: number | undefined;
 }
 
 /**
  * Samples consumer-group lag from the broker: `fetchTopicOffsets` (log-end offsets) and
  * `fetchOffsets` (the group's commits) every `intervalMs`, then, for lagging partitions, the
  * timestamp of the record at the committed offset via `RecordTimestampReader`.
+ *
+ * Lag records counts data records only: transaction markers and aborted records are not work, so a
+ * topic written by a transactional producer reads 0 at rest (the committed offset of a caught-up
+ * group stops before the last commit marker, so `end − committed` would stay ≥ 1 forever). With no
+ * data record after the committed offset the lag is 0; a short uncommitted range is counted exactly,
+ * a long one from its first data record to the log end (see `exactCountOffsets`). This is the one
+ * home of that computation: the metrics, heartbeats and `sluice status` all read these samples.
  *
  * Lag seconds = now − timestamp of the first data record at or after the committed offset, i.e.
  * the record the group is stuck on. When the partition is caught up or idle there is no such
@@ -78,6 +93,7 @@ export class LagMonitor {
   constructor(opts: LagMonitorOptions) {
     const intervalMs = opts.intervalMs ?? 5000;
     const lookBehindRecords = opts.lookBehindRecords ?? 16;
+    const exactCountOffsets = opts.exactCountOffsets ?? 1000;
     const throughputSmoothing = opts.throughputSmoothing ?? 0.5;
     if (!opts.groupId) throw new SluiceError("CONFIG_INVALID", "LagMonitor needs a consumer groupId");
     if (opts.topics.length === 0)
@@ -89,6 +105,12 @@ export class LagMonitor {
       throw new SluiceError(
         "CONFIG_INVALID",
         `lookBehindRecords must be an integer ≥ 1, got ${lookBehindRecords}`,
+      );
+    }
+    if (!Number.isInteger(exactCountOffsets) || exactCountOffsets < 0) {
+      throw new SluiceError(
+        "CONFIG_INVALID",
+        `exactCountOffsets must be an integer ≥ 0, got ${exactCountOffsets}`,
       );
     }
     if (!(throughputSmoothing > 0 && throughputSmoothing <= 1)) {
@@ -115,6 +137,7 @@ export class LagMonitor {
       readLagSeconds: opts.readLagSeconds ?? true,
       readCommittedTimestamps: opts.readCommittedTimestamps ?? false,
       lookBehindRecords,
+      exactCountOffsets,
       probeTimeoutMs: opts.probeTimeoutMs ?? Math.min(5000, intervalMs),
       throughputSmoothing,
       nowMs: opts.nowMs ?? Date.now,
@@ -250,6 +273,8 @@ export class LagMonitor {
       const c = this.cache.get(k);
       if (row.lag.lagRecords > 0 && this.opts.readLagSeconds) {
         const inFlightTs = known.get(k);
+        if (inFlightTs === undefined && c?.committed === row.position)
+          row.lag.lagRecords = dataLag(row.end, c);
         const rec =
           inFlightTs !== undefined
             ? { offset: row.position.toString(), timestampMs: inFlightTs }
@@ -289,20 +314,26 @@ export class LagMonitor {
       const cached = this.cache.get(k);
       const wantAfter = this.opts.readLagSeconds && row.lag.lagRecords > 0 && !known.has(k);
       const wantBefore = this.opts.readCommittedTimestamps && row.hasCommit && row.position > row.low;
+      // A commit below the log start (retention deleted records) cannot be read at: start at the log start.
+      // biome-ignore lint/complexity/useMathMinMax: bigint operands; Math.max does not take bigints
+      const at = row.position > row.low ? row.position : row.low;
+      const counting = wantAfter && row.end - at <= BigInt(this.opts.exactCountOffsets);
       // The record at a given offset never changes, so a cached answer for the same committed
-      // offset stays right; only "no data record up to end" must be re-asked when the end moved.
+      // offset stays right; only "no data record up to end" and exact counts must be re-asked when
+      // the end moved.
+      const sameEnd = cached?.end === row.end;
       const fresh =
         cached !== undefined &&
         cached.committed === row.position &&
-        (!wantAfter || cached.atOrAfter || (cached.atOrAfter === null && cached.end === row.end)) &&
+        (!wantAfter ||
+          (counting
+            ? sameEnd && cached.dataRecords !== undefined
+            : cached.atOrAfter || (cached.atOrAfter === null && sameEnd))) &&
         (!wantBefore || cached.before !== undefined);
       if (fresh || (!wantAfter && !wantBefore)) {
         if (!fresh) this.cache.delete(k);
         continue;
       }
-      // A commit below the log start (retention deleted records) cannot be read at: start at the log start.
-      // biome-ignore lint/complexity/useMathMinMax: bigint operands; Math.max does not take bigints
-      const at = row.position > row.low ? row.position : row.low;
       const back = BigInt(this.opts.lookBehindRecords);
       const from = wantBefore && at - back > row.low ? at - back : wantBefore ? row.low : at;
       probes.push({
@@ -311,6 +342,7 @@ export class LagMonitor {
         fromOffset: from.toString(),
         offset: at.toString(),
         untilOffset: (wantAfter && row.end > at ? row.end : at).toString(),
+        countDataRecords: counting,
       });
     }
     if (probes.length === 0) return;
@@ -324,6 +356,7 @@ export class LagMonitor {
         end: row.end,
         atOrAfter: r?.atOrAfter,
         before: r?.before,
+        dataRecords: r?.dataRecords,
       });
     }
   }
@@ -370,4 +403,18 @@ export class LagMonitor {
     this.prevCommitted = { atMs: now, byPartition: positions };
     return out;
   }
+}
+
+/**
+ * Data records a partition still holds for the group, from a log read of [committed, end): none
+ * when the read found no data record (only markers or aborted records, or nothing), the exact count
+ * when the whole range was read, else from the first data record to `end`; `end − committed` when
+ * the read did not answer.
+ */
+function dataLag(end: bigint, probe: CachedProbe): number {
+  const offsets = end > probe.committed ? Number(end - probe.committed) : 0;
+  if (probe.end === end && probe.atOrAfter === null) return 0;
+  if (probe.end === end && probe.dataRecords !== undefined) return probe.dataRecords;
+  if (probe.atOrAfter) return Math.min(offsets, Number(end - BigInt(probe.atOrAfter.offset)));
+  return offsets;
 }

@@ -85,7 +85,7 @@ export class SluiceMetrics {
 
     this.lagRecords = new Gauge({
       name: "sluice_consumer_lag_records",
-      help: "Log-end offset minus committed offset of the consumer group, records (sampled every lagIntervalMs).",
+      help: "Data records after the consumer group's committed offset (transaction markers and aborted records excluded; sampled every lagIntervalMs).",
       labelNames: ["topic", "partition"],
       registers,
     });

@@ -17,6 +17,11 @@ export interface TimestampProbe {
   offset: string;
   /** Exclusive end of the look-ahead; equal to `offset` to skip it (usually the high watermark). */
   untilOffset: string;
+  /**
+   * Read the whole look-ahead and count its data records (transaction markers and aborted records
+   * excluded), instead of stopping at the first one. Default `false`.
+   */
+  countDataRecords?: boolean;
 }
 
 export interface ProbedRecord {
@@ -31,6 +36,8 @@ export interface ProbedRecord {
 export interface ProbeResult {
   before: ProbedRecord | null | undefined;
   atOrAfter: ProbedRecord | null | undefined;
+  /** Data records in `[offset, untilOffset)` when `countDataRecords` was asked and the scan finished. */
+  dataRecords?: number;
 }
 
 export interface RecordTimestampReaderOptions {
@@ -48,13 +55,18 @@ interface ProbeState {
   atOrAfter: ProbedRecord | null;
   /** Highest offset the fetches have moved past (data or marker), -1n before the first batch. */
   reached: bigint;
+  /** Data records seen in `[split, until)` (counting probes), and the highest one counted. */
+  dataRecords: number;
+  lastCounted: bigint;
   done: boolean;
 }
 
 function resultOf(st: ProbeState): ProbeResult {
   const wantBefore = st.from < st.split;
   const wantAfter = st.split < st.until;
+  const scanned = st.reached + 1n >= st.until;
   return {
+    ...(st.probe.countDataRecords && (scanned || !wantAfter) ? { dataRecords: st.dataRecords } : {}),
     before: !wantBefore ? undefined : st.reached + 1n >= st.split || st.atOrAfter ? st.before : undefined,
     atOrAfter: !wantAfter
       ? undefined
@@ -75,7 +87,8 @@ function resultOf(st: ProbeState): ProbeResult {
  * seek — pauses every partition it was not asked about and each probed one as soon as it is answered.
  * It reads `read_committed`, so aborted records are skipped; batches holding only transaction
  * markers arrive through the START_BATCH_PROCESS instrumentation event and still move the probe on.
- * Cost: one JoinGroup/SyncGroup and one fetch per call, however many partitions are probed.
+ * Cost: one JoinGroup/SyncGroup and one fetch per call, however many partitions are probed; a
+ * counting probe (`countDataRecords`) reads its whole look-ahead, a fetch per 64 KiB.
  */
 export class RecordTimestampReader {
   private readonly kafka: Kafka;
@@ -112,6 +125,8 @@ export class RecordTimestampReader {
         before: null,
         atOrAfter: null,
         reached: from - 1n,
+        dataRecords: 0,
+        lastCounted: split - 1n,
         done: false,
       };
       st.done = from === until;
@@ -190,6 +205,12 @@ export class RecordTimestampReader {
             const rec = { offset: m.offset, timestampMs: Number(m.timestamp) };
             if (offset < st.split) {
               st.before = rec;
+            } else if (st.probe.countDataRecords) {
+              st.atOrAfter ??= rec;
+              if (offset > st.lastCounted) {
+                st.dataRecords += 1;
+                st.lastCounted = offset;
+              }
             } else {
               st.atOrAfter = rec;
               st.reached = offset;

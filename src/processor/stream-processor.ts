@@ -12,6 +12,7 @@ import type { PartitionRestorer, RestoreContext } from "./partition-restorer.js"
 import { PartitionTask } from "./partition-task.js";
 import type { CommitterFactory, FetchedRecord, RecordSource, TaskCommitter } from "./processor-ports.js";
 import { RequestIntake, type WorkItem } from "./request-intake.js";
+import { ShutdownBudget } from "./shutdown-budget.js";
 import type { ProcessorLog, ProcessorSettings } from "./stream-processor-options.js";
 
 /** The collaborators, made by the composition root (src/app/stream-processor-factory.ts) or a test. */
@@ -55,6 +56,8 @@ export class StreamProcessor {
   private started = false;
   private stopping = false;
   private closing: Promise<void> | undefined;
+  /** Records fetched but not started when the stop began (left to the next owner). */
+  private leftToNextOwner = 0;
   private inferenceEstimateMs = 0;
   private fatalHandler: ((error: SluiceError) => void) | undefined;
   /** Between REBALANCING and the next assignment: a fenced partition's reclaim waits for the assignment. */
@@ -82,7 +85,8 @@ export class StreamProcessor {
     });
     this.inference = new InFlightRunner({
       limit: settings.maxInFlightBatches,
-      run: (batch) => this.runBatch(batch),
+      // Once stopping, a batch that has not started is left to the next owner (offsets uncommitted).
+      run: (batch) => (this.stopping ? this.leaveToNextOwner(batch) : this.runBatch(batch)),
       onError: (error) => this.d.log.error({ err: String(error) }, "batch handling failed unexpectedly"),
     });
     this.restoreContext = {
@@ -146,15 +150,18 @@ export class StreamProcessor {
   }
 
   /**
-   * Graceful stop: stop fetching, flush the batcher, finish in-flight batches, commit, leave the
-   * group. Safe to call twice (both calls share one promise).
+   * Graceful stop within `timeoutMs` (config `shutdown.timeoutMs`; default unbounded): stop
+   * fetching; leave records fetched but not yet in a batch to the next owner (their offsets are not
+   * committed); finish the batches already formed or inferring; commit the completed prefix of each
+   * partition; leave the group. Work still running when the budget ends (less a reserve for the
+   * commits) is not waited for and not committed. Safe to call twice (both calls share one promise).
    */
-  close(): Promise<void> {
-    this.closing ??= this.shutdown();
+  close(options: { timeoutMs?: number } = {}): Promise<void> {
+    this.closing ??= this.shutdown(new ShutdownBudget(options.timeoutMs));
     return this.closing;
   }
 
-  private async shutdown(): Promise<void> {
+  private async shutdown(budget: ShutdownBudget): Promise<void> {
     this.stopping = true;
     for (const t of this.tasks.values()) t.cancelReclaim();
     try {
@@ -162,14 +169,31 @@ export class StreamProcessor {
     } catch {
       // consumer not running (never started or already crashed)
     }
+    // Fetched but not started: the next owner reads these again from the committed offset.
+    this.leftToNextOwner += this.batcher.drop(() => true);
     this.batcher.close();
-    await this.inference.whenIdle();
+    const finished = await budget.waitFor(this.inference.whenIdle(), true);
     // Restores in progress see `stopping` and give their producers back; wait so none is left open.
-    await this.d.restorer.settled();
-    await Promise.all([...this.tasks.values()].map((t) => t.closeClean()));
-    await this.d.source.close();
-    await this.d.restorer.close().catch(() => undefined);
-    this.d.log.info({}, "stream processor stopped");
+    await budget.waitFor(this.d.restorer.settled(), true);
+    const committed = await budget.waitFor(Promise.all([...this.tasks.values()].map((t) => t.closeClean())));
+    await budget.waitFor(this.d.source.close());
+    await budget.waitFor(this.d.restorer.close());
+    const stats = {
+      leftToNextOwner: this.leftToNextOwner,
+      inFlightFinished: finished,
+      committed,
+      timeoutMs: budget.timeoutMs,
+    };
+    if (finished && committed) this.d.log.info(stats, "stream processor stopped");
+    else
+      this.d.log.warn(
+        stats,
+        "stream processor stopped at shutdown.timeoutMs; unfinished work is left to the next owner",
+      );
+  }
+
+  private async leaveToNextOwner(batch: MicroBatch<WorkItem>): Promise<void> {
+    this.leftToNextOwner += batch.items.length;
   }
 
   // ── assignment and task recovery ───────────────────────────────────────────────────────────────

@@ -5,7 +5,13 @@ import { InFlightRecords } from "../../src/observability/in-flight-records.js";
 import { LagMonitor } from "../../src/observability/lag-monitor.js";
 import { SluiceMetrics } from "../../src/observability/metrics.js";
 import { type LagSample, SluiceEvents } from "../../src/observability/sluice-events.js";
-import { commitGroupOffsets, createTopics, testKafka, uniqueName } from "../support/kafka-harness.js";
+import {
+  commitGroupOffsets,
+  createTopics,
+  testKafka,
+  transactionalProducer,
+  uniqueName,
+} from "../support/kafka-harness.js";
 
 const HOUR_MS = 3_600_000;
 
@@ -167,6 +173,113 @@ describe("LagMonitor and lag/freshness gauges against a real broker", () => {
       expect(s.partitions[0]!.lagSeconds).toBeLessThan(60);
     } finally {
       await owned.stop();
+    }
+  });
+});
+
+describe("lag counts data records only (transactional and aborted input) against a real broker", () => {
+  const kafka = testKafka();
+
+  /** Writes `count` records to partition 0 of `topic` in one transaction, committed or aborted. */
+  async function produceInTransaction(topic: string, prefix: string, count: number, commit: boolean) {
+    const producer = transactionalProducer(uniqueName("obs-lag-tx"), kafka);
+    await producer.connect();
+    try {
+      const tx = await producer.transaction();
+      await tx.send({
+        topic,
+        messages: Array.from({ length: count }, (_, i) => ({
+          partition: 0,
+          key: `${prefix}-${i}`,
+          value: "{}",
+        })),
+      });
+      if (commit) await tx.commit();
+      else await tx.abort();
+    } finally {
+      await producer.disconnect();
+    }
+  }
+
+  /** Samples until the group's commit is visible, then returns that sample and the next one. */
+  async function twoSamplesAt(monitor: LagMonitor, committed: string): Promise<[LagSample, LagSample]> {
+    const first = await sampleUntil(monitor, (s) => s.partitions[0]?.committedOffset === committed);
+    expect(first.partitions[0]!.committedOffset).toBe(committed);
+    return [first, await monitor.sample()];
+  }
+
+  it("an idle topic written by a transactional producer reads 0 records, 0 s and 0 s to drain", async () => {
+    const topic = uniqueName("obs-lag-txn");
+    const groupId = uniqueName("obs-lag-txn-group");
+    await createTopics([{ topic, numPartitions: 1 }]);
+    await produceInTransaction(topic, "a", 5, true);
+    const events = new SluiceEvents();
+    const metrics = new SluiceMetrics({ collectDefaultMetrics: false });
+    metrics.attach(events);
+    const monitor = new LagMonitor({ kafka, groupId, topics: [topic], events, intervalMs: 1000 });
+    try {
+      // Before any commit: the five data records are the lag (the commit marker is not).
+      const before = await monitor.sample();
+      expect(before.partitions[0]).toMatchObject({ endOffset: "6", lagRecords: 5 });
+      // The group processed all five and committed 5; the marker at offset 5 stays after it.
+      await commitGroupOffsets(kafka, groupId, topic, [{ partition: 0, offset: "5" }]);
+      const [first, second] = await twoSamplesAt(monitor, "5");
+      for (const s of [first, second]) {
+        expect(s.partitions[0]).toMatchObject({
+          committedOffset: "5",
+          endOffset: "6",
+          lagRecords: 0,
+          lagSeconds: 0,
+        });
+        expect(s.topics[0]).toMatchObject({ lagRecords: 0, timeToDrainSeconds: 0 });
+      }
+      const text = await metrics.scrape();
+      expect(gaugeValue(text, "sluice_consumer_lag_records", { topic, partition: "0" })).toBe(0);
+      expect(gaugeValue(text, "sluice_time_to_drain_seconds", { topic })).toBe(0);
+      const status = await readGroupStatus({ kafka, groupId, topics: [topic] });
+      expect(status.partitions[0]).toMatchObject({
+        lagRecords: 0,
+        lagSeconds: 0,
+        completeUpToMs: status.sampledAtMs,
+      });
+      expect(formatStatusTable(status)).toContain("total lag 0");
+    } finally {
+      await monitor.stop();
+    }
+  });
+
+  it("a topic ending in aborted transactions reads 0; a backlog around them counts its data records", async () => {
+    const topic = uniqueName("obs-lag-abort");
+    const groupId = uniqueName("obs-lag-abort-group");
+    await createTopics([{ topic, numPartitions: 1 }]);
+    await produceInTransaction(topic, "ok", 3, true); // offsets 0-2, marker 3
+    await produceInTransaction(topic, "aborted", 4, false); // offsets 4-7, abort marker 8
+    const monitor = new LagMonitor({ kafka, groupId, topics: [topic], intervalMs: 1000 });
+    try {
+      // Nothing committed: 3 data records wait (aborted records and markers do not).
+      const before = await monitor.sample();
+      expect(before.partitions[0]).toMatchObject({ endOffset: "9", lagRecords: 3 });
+      await commitGroupOffsets(kafka, groupId, topic, [{ partition: 0, offset: "3" }]);
+      const [first, second] = await twoSamplesAt(monitor, "3");
+      for (const s of [first, second]) {
+        expect(s.partitions[0]).toMatchObject({
+          committedOffset: "3",
+          endOffset: "9",
+          lagRecords: 0,
+          lagSeconds: 0,
+        });
+        expect(s.topics[0]).toMatchObject({ lagRecords: 0, timeToDrainSeconds: 0 });
+      }
+      // New committed data after the aborted transaction is real lag again, counted exactly.
+      await produceInTransaction(topic, "late", 2, true); // offsets 9-10, marker 11
+      const after = await sampleUntil(monitor, (s) => s.partitions[0]!.endOffset === "12");
+      expect(after.partitions[0]).toMatchObject({ committedOffset: "3", lagRecords: 2 });
+      expect(after.partitions[0]!.lagSeconds).toBeGreaterThanOrEqual(0);
+      expect(after.partitions[0]!.lagSeconds).toBeLessThan(120);
+      const status = await readGroupStatus({ kafka, groupId, topics: [topic] });
+      expect(status.partitions[0]).toMatchObject({ lagRecords: 2 });
+    } finally {
+      await monitor.stop();
     }
   });
 });

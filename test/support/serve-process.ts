@@ -297,3 +297,28 @@ export function killLeftovers(procs: ServeProcess[]): void {
     }
   }
 }
+
+/**
+ * Starts another `sluice serve` with `env`, waits until the group has committed everything on
+ * `topic`, then stops it with SIGTERM; returns its exit code. The process is pushed to `procs`.
+ */
+export async function drainWithNewInstance(
+  procs: ServeProcess[],
+  env: Record<string, string>,
+  group: string,
+  topic: string,
+): Promise<number | null> {
+  const next = startServe([], env);
+  procs.push(next);
+  await next.waitFor(/sluice serve running/, 60_000);
+  await waitForProgress(group, topic, (p) => p.committed === p.end, 120_000);
+  next.child.kill("SIGTERM");
+  return (await next.exited).code;
+}
+
+/** How many results each request id has on a results topic (read_committed). */
+export function countResultIds(records: Pick<ReadRecord, "value" | "headers">[]): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const id of resultIds(records)) counts.set(id, (counts.get(id) ?? 0) + 1);
+  return counts;
+}

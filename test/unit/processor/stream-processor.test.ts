@@ -324,7 +324,9 @@ describe("StreamProcessor (fake source, committers and model)", () => {
     h.model.release();
     await closed;
     const committer = h.committers[0] as FakeCommitter;
-    expect(committer.completions.size).toBe(5);
+    // maxWaitMs 0: one batch per record; the two at the model (maxInFlightBatches 2) finish, the three
+    // not started are left to the next owner (bounded shutdown, docs/configuration.md `shutdown`).
+    expect(committer.completions.size).toBe(2);
     expect(committer.closedWith).toEqual({ commit: true });
     expect(h.source.closed).toBe(true);
     expect(h.sources.closed).toBe(true);
@@ -364,5 +366,50 @@ describe("StreamProcessor (fake source, committers and model)", () => {
     expect(committer.completions.get("1")?.changelog[0]?.topic).toBe(`dedup.g.${TOPIC}`);
     expect(committer.completions.get("2")?.outcome).toBe("duplicate");
     expect(h.model.calls.flat()).toHaveLength(1);
+  });
+});
+
+describe("StreamProcessor bounded shutdown (close({ timeoutMs }))", () => {
+  it("finishes the batch at the model, leaves batches not started to the next owner, commits", async () => {
+    const h = harness({ maxBatchSize: 2, maxWaitMs: 1000, maxInFlightBatches: 1 });
+    await h.processor.start();
+    h.source.assign(P0);
+    await until(() => h.processor.readiness().ready, "the partition to be restored");
+    // Three batches of two: the first is at the model, two wait behind it (one in flight at a time).
+    h.source.deliver(
+      P0,
+      [0, 1, 2, 3, 4, 5].map((i) => record(i)),
+    );
+    await until(() => h.model.waiting >= 1, "the first batch at the model");
+    const closed = h.processor.close({ timeoutMs: 10_000 });
+    h.model.auto = true;
+    h.model.release();
+    await closed;
+    const committer = h.committers[0] as FakeCommitter;
+    expect([...committer.completions.keys()].sort()).toEqual(["0", "1"]);
+    expect(h.model.calls.flat()).toHaveLength(2); // the waiting batches never reached the model
+    expect(committer.closedWith).toEqual({ commit: true });
+    expect(h.source.closed).toBe(true);
+  });
+
+  it("a batch still inferring when the budget ends is not waited for and not committed", async () => {
+    const h = harness();
+    await h.processor.start();
+    h.source.assign(P0);
+    await until(() => h.processor.readiness().ready, "the partition to be restored");
+    h.source.deliver(P0, [record(0), record(1)]);
+    await until(() => h.model.waiting >= 1, "a batch at the model");
+    const started = Date.now();
+    await h.processor.close({ timeoutMs: 300 });
+    const took = Date.now() - started;
+    expect(took).toBeGreaterThanOrEqual(200); // waited up to the budget less its reserve (75 ms)
+    expect(took).toBeLessThan(2000);
+    const committer = h.committers[0] as FakeCommitter;
+    expect(committer.closedWith).toEqual({ commit: true }); // commits the (empty) completed prefix
+    h.model.auto = true;
+    h.model.release(); // the late batch finishes after the close: its results are void
+    await new Promise((r) => setTimeout(r, 20));
+    expect(committer.completions.size).toBe(0);
+    expect(h.source.closed).toBe(true);
   });
 });
