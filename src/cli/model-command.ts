@@ -84,6 +84,7 @@ export async function modelRunnerOptionsFrom(
     workers: 1,
     intraOpThreads: m.intraOpThreads,
     textPrefix: m.textPrefix,
+    onnxruntimeTelemetry: m.onnxruntimeTelemetry,
   };
 }
 
