@@ -1,4 +1,4 @@
-import { type LogEntry, type logLevel as LogLevelValue, logLevel } from "kafkajs";
+import { type LogEntry, logLevel } from "kafkajs";
 
 /**
  * kafkajs's log lines mapped onto Sluice's logging policy (docs/observability.md, "Logging policy").
@@ -62,7 +62,7 @@ export function expectedTransient(message: string, fields: Record<string, unknow
 }
 
 /** The kafkajs log level to configure: nothing without a sink, INFO when the sink logs debug, else WARN. */
-export function kafkaLogLevel(sink: KafkaLogSink | undefined): LogLevelValue {
+export function kafkaLogLevel(sink: KafkaLogSink | undefined): logLevel {
   if (!sink) return logLevel.NOTHING;
   return sink.isLevelEnabled?.("debug") ? logLevel.INFO : logLevel.WARN;
 }
