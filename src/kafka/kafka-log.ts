@@ -31,7 +31,7 @@ const EXPECTED_TRANSIENT: readonly { name: string; pattern: RegExp }[] = [
   {
     name: "coordinator or leader moving",
     pattern:
-      /coordinator is not available|not the correct coordinator|coordinator is loading|no leader for this topic-partition|not the leader for that topic-partition|leader epoch in the request is/i,
+      /coordinator is not available|not the correct coordinator|coordinator is loading|no leader for this topic-partition|leader is not available|not the leader for that topic-partition|leader epoch in the request is/i,
   },
   // REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, MEMBER_ID_REQUIRED: the consumer rejoins.
   {
