@@ -12,9 +12,9 @@ export interface CreateKafkaOptions {
 
 /**
  * The single place a kafkajs `Kafka` is built from configuration (kafkajs is in maintenance mode, so
- * keep it behind our own seams). With a logger, kafkajs lines go to pino by the logging policy of
- * ./kafka-log.ts; without one kafkajs stays silent (its default console logger would interleave with
- * the CLI's output).
+ * keep it behind our own seams). With a logger, kafkajs warnings and errors go to pino with the
+ * kafkajs namespace; without one kafkajs stays silent (its default console logger would interleave
+ * with the CLI's output).
  */
 export function createKafka(
   config: SluiceConfig["kafka"],
