@@ -8,6 +8,7 @@ export type SluiceErrorCode =
   | "DEPENDENCY_MISSING"
   | "BROKER_UNAVAILABLE"
   | "BROKER_START_FAILED"
+  | "GROUP_NOT_FOUND"
   // per-record / per-item failures (these become dead letters or error results)
   | "DECODE_FAILED"
   | "SCHEMA_VIOLATION"

@@ -5,9 +5,11 @@ import { ensureTopics } from "../kafka/topic-admin.js";
 import { ModelRunner } from "../model/model-runner.js";
 import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
 import { BatchLog } from "../observability/batch-log.js";
+import { DeadLetterLog } from "../observability/dead-letter-log.js";
 import { FreshnessHeartbeat } from "../observability/freshness-heartbeat.js";
 import { InFlightRecords } from "../observability/in-flight-records.js";
 import { LagMonitor } from "../observability/lag-monitor.js";
+import { LifecycleLog } from "../observability/lifecycle-log.js";
 import { SluiceMetrics } from "../observability/metrics.js";
 import { ObservabilityServer } from "../observability/observability-server.js";
 import { SluiceEvents } from "../observability/sluice-events.js";
@@ -49,6 +51,12 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
   const detachMetrics = metrics.attach(events);
   // One request-log line per micro-batch (counts, timings, hashed ids); skipped above level info.
   const detachBatchLog = new BatchLog({ logger: logger.child({ component: "batch-log" }) }).attach(events);
+  // One warn line per committed dead letter (code, stage, source offset, hashed id; never the record).
+  const detachDeadLetterLog = new DeadLetterLog({
+    logger: logger.child({ component: "dead-letters" }),
+  }).attach(events);
+  // The Sluice-level summary lines (model loaded, partitions assigned/revoked) and debug detail.
+  const detachLifecycleLog = new LifecycleLog(logger.child({ component: "lifecycle" })).attach(events);
   // Subscribes to partition/record/transaction events, so it must exist before the processor starts.
   const inFlight = new InFlightRecords(events);
   const kafka = createKafka(config.kafka, logger.child({ component: "kafkajs" }));
@@ -72,6 +80,13 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
     task: model.task,
   });
 
+  // A start-up failure after the model loaded must release it: its worker threads would keep the
+  // process alive, and serve would neither run nor exit.
+  const releaseModel = async (error: unknown): Promise<never> => {
+    await model.close().catch(() => undefined);
+    throw error;
+  };
+
   const processor = createStreamProcessor(
     processorOptionsFromConfig(config, {
       kafka,
@@ -84,10 +99,12 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
     registry: metrics.registry,
     isReady: () => processor.readiness(),
   });
-  const bound = await server.start({
-    host: config.observability.metricsHost,
-    port: config.observability.metricsPort,
-  });
+  const bound = await server
+    .start({
+      host: config.observability.metricsHost,
+      port: config.observability.metricsPort,
+    })
+    .catch(releaseModel);
   const lag = new LagMonitor({
     kafka,
     groupId: config.consumer.groupId,
@@ -122,6 +139,8 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
       await server.stop();
       detachMetrics();
       detachBatchLog();
+      detachDeadLetterLog();
+      detachLifecycleLog();
       inFlight.detach();
       await model.close();
     })();

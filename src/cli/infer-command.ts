@@ -1,4 +1,5 @@
 import type { Command } from "commander";
+import { statusOf } from "../delivery/result-builder.js";
 import { addModelFlags, type ModelFlags, openModel } from "./model-command.js";
 
 export function register(program: Command): void {
@@ -21,7 +22,8 @@ export function register(program: Command): void {
               inferenceMs: Math.round(stats.inferenceMs * 1000) / 1000,
             }
           : {
-              status: "error",
+              // The same status serve gives this outcome (EMPTY_TEXT → rejected, model failure → error).
+              status: statusOf(outcome),
               output: null,
               model: model.identity,
               error: { code: outcome.code, message: outcome.message },

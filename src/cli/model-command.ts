@@ -1,9 +1,10 @@
 import type { Command } from "commander";
+import { envNameFor } from "../config/env-overrides.js";
 import { DEFAULT_MODEL, ensureDefaultModel } from "../model/default-model.js";
+import { resolveModelFiles } from "../model/model-files.js";
 import type { ModelPort } from "../model/model-port.js";
 import { ModelRunner, type ModelRunnerOptions } from "../model/model-runner.js";
 import { NoopModel } from "../model/noop-model.js";
-import { SluiceError } from "../sluice-error.js";
 import { loadCommandConfig } from "./config-command.js";
 
 /** Flags shared by `model info` and `infer`; unset flags fall back to the configuration's `model` section. */
@@ -22,7 +23,7 @@ export function addModelFlags(command: Command): Command {
       "--model <file>",
       "ONNX model file (default: config model.path, else the fetched default model); `noop` = zero embeddings",
     )
-    .option("--tokenizer <file>", "tokenizer.json for --model")
+    .option("--tokenizer <file>", "tokenizer.json for --model (default: tokenizer.json next to the model)")
     .option("--task <task>", "embedding | classification")
     .option("--pooling <pooling>", "cls | mean (embedding models)")
     .option("--labels <list>", "comma-separated class labels (classification)")
@@ -35,10 +36,11 @@ export async function modelRunnerOptionsFrom(
   flags: ModelFlags,
 ): Promise<ModelRunnerOptions> {
   const m = loadCommandConfig(command).model;
-  let modelPath = flags.model ?? m.path;
+  const given = flags.model ?? m.path;
   let tokenizerPath = flags.tokenizer ?? (flags.model === undefined ? m.tokenizerPath : undefined);
   let name = flags.model === undefined ? m.name : undefined;
-  if (modelPath === undefined) {
+  let modelPath: string;
+  if (given === undefined) {
     const files = await ensureDefaultModel({
       ...(flags.modelsDir ? { modelsDir: flags.modelsDir } : {}),
       log: (line) => process.stderr.write(`${line}\n`),
@@ -46,9 +48,19 @@ export async function modelRunnerOptionsFrom(
     modelPath = files.modelPath;
     tokenizerPath ??= files.tokenizerPath;
     name = files.name;
-  }
-  if (tokenizerPath === undefined) {
-    throw new SluiceError("CONFIG_INVALID", `no tokenizer for ${modelPath}: pass --tokenizer tokenizer.json`);
+  } else {
+    // Name the setting the user actually used: the flag, or the configuration key.
+    const fromFlag = flags.model !== undefined;
+    ({ modelPath, tokenizerPath } = resolveModelFiles(
+      { modelPath: given, tokenizerPath },
+      {
+        model: fromFlag ? "--model" : `model.path (${envNameFor("model.path")})`,
+        tokenizer:
+          fromFlag || flags.tokenizer !== undefined
+            ? "--tokenizer"
+            : `model.tokenizerPath (${envNameFor("model.tokenizerPath")}) or --tokenizer`,
+      },
+    ));
   }
   const names = m.inputNames ?? {};
   return {
@@ -72,6 +84,7 @@ export async function modelRunnerOptionsFrom(
     workers: 1,
     intraOpThreads: m.intraOpThreads,
     textPrefix: m.textPrefix,
+    onnxruntimeTelemetry: m.onnxruntimeTelemetry,
   };
 }
 
@@ -102,6 +115,22 @@ export function register(program: Command): void {
   )
     .option("--json", "print JSON")
     .action(async (flags: ModelFlags & { json?: boolean }, command: Command) => {
+      if (flags.model === "noop") {
+        // Not a model (see NoopModel): say what it is instead of trying to open a file named "noop".
+        const noop = new NoopModel();
+        const info = {
+          identity: noop.identity,
+          task: noop.task,
+          outputSize: noop.dimensions,
+          note: "not a model: zero embeddings, for Kafka-ceiling benchmarks",
+        };
+        process.stdout.write(
+          flags.json
+            ? `${JSON.stringify(info, null, 2)}\n`
+            : `name:        noop\ntask:        embedding\nembedding:   ${noop.dimensions} dimensions (all zero)\nnote:        ${info.note}\n`,
+        );
+        return;
+      }
       const runner = await ModelRunner.create(await modelRunnerOptionsFrom(command, flags));
       try {
         const d = runner.description;

@@ -1,5 +1,6 @@
 import type { Command } from "commander";
 import { startServeRuntime } from "../app/serve-runtime.js";
+import { envNameFor } from "../config/env-overrides.js";
 import { createLogger } from "../observability/logger.js";
 import { loadCommandConfig } from "./config-command.js";
 
@@ -7,10 +8,32 @@ import { loadCommandConfig } from "./config-command.js";
  * `sluice serve`: run the streaming processor until SIGTERM/SIGINT, then stop fetching, finish and
  * commit in-flight batches, leave the group and exit 0. A second signal exits at once (status 130).
  */
+/** The keys most runs set, with their environment variables (named by the one rule in env-overrides). */
+const COMMON_KEYS: [key: string, note: string][] = [
+  ["kafka.brokers", "host:port,...; plain KAFKA_BROKERS too"],
+  ["topics.requests", "comma-separated"],
+  ["topics.results", ""],
+  ["consumer.groupId", ""],
+  ["model.path", "unset: the default model, fetched once with Maven"],
+  ["observability.metricsPort", "/metrics, /healthz, /readyz"],
+];
+
+const SERVE_HELP = [
+  "",
+  "Configuration: a YAML file (--config, $SLUICE_CONFIG or ./sluice.config.yaml), overridden by",
+  "environment variables SLUICE_<SECTION>__<KEY>. The keys most runs set:",
+  ...COMMON_KEYS.map(([key, note]) => `  ${key.padEnd(27)}${envNameFor(key)}${note ? `  (${note})` : ""}`),
+  "Every key, its default and its variable: docs/configuration.md. The effective values: sluice config print.",
+  "Stops on SIGTERM or Ctrl-C after finishing and committing in-flight batches.\n",
+].join("\n");
+
 export function register(program: Command): void {
   program
     .command("serve")
     .description("Consume requests, run micro-batched inference, publish results exactly once")
+    // serve has no flags of its own: it reads the configuration (file, then SLUICE_* variables).
+    .configureHelp({ showGlobalOptions: true })
+    .addHelpText("after", SERVE_HELP)
     .action(async (_opts: unknown, command: Command) => {
       const config = loadCommandConfig(command);
       const logger = createLogger({

@@ -1,7 +1,10 @@
 import type { Command } from "commander";
 import { formatStatusTable } from "../app/group-status-table.js";
+import { envNameFor } from "../config/env-overrides.js";
+import { describeConsumerGroup } from "../kafka/consumer-group-state.js";
 import { createKafka } from "../kafka/kafka-client.js";
 import { type GroupStatus, readGroupStatus } from "../observability/group-status.js";
+import { SluiceError } from "../sluice-error.js";
 import { loadCommandConfig } from "./config-command.js";
 
 interface StatusFlags {
@@ -26,6 +29,17 @@ export function register(program: Command): void {
       const config = loadCommandConfig(command);
       const groupId = flags.group ?? config.consumer.groupId;
       const kafka = createKafka(config.kafka);
+      // A group the coordinator does not know has no lag to show: reading offsets would report the
+      // whole topic as lag of a group that never ran, which looks like a real, stuck consumer.
+      const group = await describeConsumerGroup(kafka, groupId);
+      if (group.state === "Dead") {
+        throw new SluiceError(
+          "GROUP_NOT_FOUND",
+          `consumer group "${groupId}" does not exist on ${config.kafka.brokers.join(",")} (no members, no committed offsets); ` +
+            `check --group, or consumer.groupId (${envNameFor("consumer.groupId")}) for the default`,
+          { context: { groupId } },
+        );
+      }
       let status: GroupStatus;
       try {
         status = await readGroupStatus({ kafka, groupId, topics: flags.topic ?? [] });

@@ -155,6 +155,26 @@ function show(value: unknown): string {
   return text.length > 80 ? `${text.slice(0, 77)}...` : text;
 }
 
+/**
+ * The value a problem is about: what the user gave, else the key's default (a cross-field rule can
+ * fail on a default, e.g. `consumer.sessionTimeoutMs: 2000` against the default heartbeat interval).
+ */
+function shownValue(issue: z.core.$ZodIssue, input: Record<string, unknown>): string {
+  const given = valueAt(input, issue.path);
+  if (given !== undefined) return show(given);
+  const schema = schemaAt(issue.path) as unknown as z.ZodType | undefined;
+  const fallback = schema?.safeParse(undefined);
+  return fallback?.success && fallback.data !== undefined
+    ? `${show(fallback.data)} (default)`
+    : show(undefined);
+}
+
+/** zod's wording where it reads like an implementation detail ("expected int, received number"). */
+function problem(issue: z.core.$ZodIssue): string {
+  if (issue.code === "invalid_type" && issue.expected === "int") return "must be an integer";
+  return issue.message;
+}
+
 export function formatIssues(
   issues: z.core.$ZodIssue[],
   input: Record<string, unknown>,
@@ -168,11 +188,10 @@ export function formatIssues(
       return `${keys.join(", ")}: unknown key; allowed keys${parent ? ` in ${parent}` : ""}: ${allowed || "(none)"}`;
     }
     const key = issue.path.map(String).join(".") || "(root)";
-    const value = valueAt(input, issue.path);
     const source = sources.get(key);
     const meaning = schemaAt(issue.path)?.description;
     return (
-      `${key} = ${show(value)}${source ? ` (from ${source})` : ""}: ${issue.message}` +
+      `${key} = ${shownValue(issue, input)}${source ? ` (from ${source})` : ""}: ${problem(issue)}` +
       (meaning ? ` [${key}: ${meaning}]` : "")
     );
   });

@@ -18,7 +18,7 @@ import { DEDUPLICATOR_DEFAULTS } from "../delivery/deduplicator.js";
  */
 
 const positiveInt = () =>
-  z.number().int({ error: "must be a whole number" }).positive({ error: "must be a positive number" });
+  z.number().int({ error: "must be an integer" }).positive({ error: "must be a positive number" });
 const topicName = () =>
   z
     .string()
@@ -177,7 +177,7 @@ export const modelSchema = z
       .string()
       .min(1)
       .optional()
-      .describe("tokenizer.json; unset = the one next to the default model."),
+      .describe("tokenizer.json; unset = tokenizer.json next to the model file (the default model has one)."),
     task: z.enum(["embedding", "classification"]).default("embedding").describe("What the model computes."),
     pooling: z.enum(["cls", "mean"]).default("cls").describe("Embedding pooling (BGE uses cls)."),
     normalize: z.boolean().default(true).describe("L2-normalise embeddings."),
@@ -206,6 +206,12 @@ export const modelSchema = z
       .default("auto")
       .describe(
         "Run each item in its own ORT call: auto = only for models whose outputs depend on batch neighbours (per-tensor dynamic int8 quantization), so results never depend on batch composition; never = always batch (faster, small numeric drift on such models).",
+      ),
+    onnxruntimeTelemetry: z
+      .boolean()
+      .default(false)
+      .describe(
+        "Let onnxruntime run Microsoft's usage telemetry (a device id and event cache under ~/.cache/Microsoft/DeveloperTools, uploads). Off: Sluice sets ORT_DISABLE_TELEMETRY=1.",
       ),
   })
   .describe("The ONNX model and its tokenizer.");

@@ -11,9 +11,15 @@ import type { InferenceRequest } from "./inference.js";
  * - Unknown JSON fields are ignored (forward compatibility: new fields get defaults, DESIGN.md §4);
  *   known fields are type-checked strictly.
  * - `text: ""` decodes fine; the model rejects it later as EMPTY_TEXT (a result with status rejected).
+ * - A `deadlineMs` below `MIN_DEADLINE_MS` (1e11, i.e. before 1973-03-03 in milliseconds, or the year
+ *   5138 read as seconds) is SCHEMA_VIOLATION: such values are epoch seconds by mistake, and taken as
+ *   milliseconds they would silently expire every request.
  * - Error messages name the field and the expected type, never the payload text.
  */
 export type DecodeFailureCode = "DECODE_FAILED" | "SCHEMA_VIOLATION" | "MISSING_ID" | "PAYLOAD_TOO_LARGE";
+
+/** Smallest accepted `deadlineMs` (see the file comment): 1e11 ms = 1973-03-03T09:46:40Z. */
+export const MIN_DEADLINE_MS = 100_000_000_000;
 
 export type DecodeOutcome =
   | { ok: true; request: InferenceRequest }
@@ -102,10 +108,16 @@ function decodeAvro(value: Buffer): DecodeOutcome {
 
 function validate(obj: Record<string, unknown>): DecodeOutcome {
   const { id, text, deadlineMs, attributes } = obj;
-  if (id === undefined || id === null || id === "") {
+  if (id === undefined || id === null) {
     return fail(
       "MISSING_ID",
       'request has no "id"; expected a non-empty string (also use it as the record key)',
+    );
+  }
+  if (id === "") {
+    return fail(
+      "MISSING_ID",
+      'request "id" is an empty string; expected a non-empty string (also use it as the record key)',
     );
   }
   if (typeof id !== "string") {
@@ -119,6 +131,13 @@ function validate(obj: Record<string, unknown>): DecodeOutcome {
       return fail(
         "SCHEMA_VIOLATION",
         `"deadlineMs" is ${describe(deadlineMs)}; expected epoch milliseconds (a finite number) or null`,
+      );
+    }
+    if (deadlineMs < MIN_DEADLINE_MS) {
+      return fail(
+        "SCHEMA_VIOLATION",
+        `"deadlineMs" is ${deadlineMs}, which is not epoch milliseconds (values below ${MIN_DEADLINE_MS} are before 1973); ` +
+          "if it is epoch seconds, multiply by 1000",
       );
     }
   }

@@ -50,6 +50,11 @@ export class CompletionBuilder {
       outcome: "dead_letter",
       errorCode: error.code,
       recordTimestampMs: Number(source.timestamp),
+      deadLetter: {
+        offset: source.offset,
+        stage: error.stage,
+        ...(source.key ? { key: source.key.toString("utf8") } : {}),
+      },
     };
   }
 
@@ -69,14 +74,18 @@ export class CompletionBuilder {
     changelog: OutboundMessage[],
   ): RecordCompletion {
     const route = routeOutcome(ctx, outcome);
-    if (route.kind === "dead_letter") return this.deadLetter(source, route.error, changelog);
+    if (route.kind === "dead_letter")
+      return withRequestId(this.deadLetter(source, route.error, changelog), ctx.request.id);
     let encoded: { value: Buffer; headers: Record<string, string> };
     try {
       encoded = this.o.encodeResult(route.result);
     } catch (error) {
       // e.g. a value the Avro schema rejects: this record fails, its neighbours don't.
       const message = `result could not be encoded: ${error instanceof Error ? error.message : String(error)}`;
-      return this.deadLetter(source, { code: "INTERNAL", message, stage: "deliver" }, changelog);
+      return withRequestId(
+        this.deadLetter(source, { code: "INTERNAL", message, stage: "deliver" }, changelog),
+        ctx.request.id,
+      );
     }
     return {
       outputs: [
@@ -89,6 +98,11 @@ export class CompletionBuilder {
       recordTimestampMs: Number(source.timestamp),
     };
   }
+}
+
+function withRequestId(completion: RecordCompletion, requestId: string): RecordCompletion {
+  const note = completion.deadLetter;
+  return note ? { ...completion, deadLetter: { ...note, requestId } } : completion;
 }
 
 /** Dedup changelog entries as records of the input partition's changelog partition. */
@@ -125,5 +139,6 @@ export function withoutPayload(
     outcome: "dead_letter",
     errorCode: OUTPUT_TOO_LARGE,
     recordTimestampMs: completion.recordTimestampMs,
+    deadLetter: { ...completion.deadLetter, offset: source.offset, stage: "deliver" },
   };
 }

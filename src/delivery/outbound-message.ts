@@ -25,6 +25,18 @@ export interface RecordCompletion {
   errorCode?: string;
   /** Timestamp of the input record, epoch ms. */
   recordTimestampMs: number;
+  /** For dead letters: which record it was, for the dead-letter log (hashed there; never the value). */
+  deadLetter?: DeadLetterNote;
+}
+
+/** Where a dead-lettered record came from: its offset, failing stage, and request id or Kafka key. */
+export interface DeadLetterNote {
+  offset: string;
+  stage: string;
+  /** The decoded request id, when the record got that far. */
+  requestId?: string;
+  /** The record's Kafka key as UTF-8 (when it has one). */
+  key?: string;
 }
 
 /** Estimated size of one record on the wire: key + value + headers + a small fixed overhead. */

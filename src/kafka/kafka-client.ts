@@ -1,22 +1,7 @@
-import { Kafka, type KafkaConfig, type LogEntry, logLevel, type SASLOptions } from "kafkajs";
+import { Kafka, type KafkaConfig, type SASLOptions } from "kafkajs";
 import type { SluiceConfig } from "../config/config-schema.js";
 import { fixAbortedTransactionOrder } from "./aborted-transaction-order.js";
-
-/** The subset of a pino logger this module needs, so callers can pass any pino child. */
-export interface KafkaLogSink {
-  warn(obj: object, msg: string): void;
-  error(obj: object, msg: string): void;
-  debug?(obj: object, msg: string): void;
-}
-
-/**
- * kafkajs logs every error *response* at ERROR in its Connection namespace, then retries it. Those
- * that are transient by the protocol (coordinator moving or loading, leader election) are expected
- * around broker start and rebalances; a real failure still surfaces as an error thrown to our code.
- * They go to debug so an on-call engineer's error stream holds only what needs a human.
- */
-const TRANSIENT_RESPONSE_ERROR =
-  /coordinator is not available|not the correct coordinator|coordinator is loading|no leader for this topic-partition|leader is not available|rebalance in progress/i;
+import { type KafkaLogSink, kafkaLogCreator, kafkaLogLevel } from "./kafka-log.js";
 
 export interface CreateKafkaOptions {
   /** Overrides `config.clientId` (e.g. to tell processes apart). */
@@ -44,8 +29,8 @@ export function createKafka(
     ssl: config.ssl,
     connectionTimeout: config.connectionTimeoutMs,
     requestTimeout: config.requestTimeoutMs,
-    logLevel: logger ? logLevel.WARN : logLevel.NOTHING,
-    logCreator: () => (entry: LogEntry) => forward(logger, entry),
+    logLevel: kafkaLogLevel(logger),
+    logCreator: kafkaLogCreator(logger),
   };
   if (config.sasl) kafkaConfig.sasl = saslOptions(config.sasl);
   if (options.retry) kafkaConfig.retry = options.retry;
@@ -62,18 +47,4 @@ function saslOptions(sasl: NonNullable<SluiceConfig["kafka"]["sasl"]>): SASLOpti
     case "scram-sha-512":
       return { mechanism: "scram-sha-512", username, password };
   }
-}
-
-function forward(logger: KafkaLogSink | undefined, entry: LogEntry): void {
-  if (!logger) return;
-  // kafkajs puts the message inside `log` next to structured fields (broker, clientId, error, retry
-  // counts); keep those, drop its own timestamp/logger name (pino adds its own).
-  const { message, timestamp: _timestamp, logger: _logger, ...fields } = entry.log;
-  const context = { component: "kafkajs", namespace: entry.namespace, ...fields };
-  if (entry.namespace === "Connection" && TRANSIENT_RESPONSE_ERROR.test(String(fields["error"] ?? ""))) {
-    logger.debug?.(context, message);
-    return;
-  }
-  if (entry.level === logLevel.ERROR) logger.error(context, message);
-  else if (entry.level === logLevel.WARN) logger.warn(context, message);
 }

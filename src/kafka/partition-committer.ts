@@ -335,6 +335,7 @@ export class PartitionCommitter {
         endToEndMs: now - c.recordTimestampMs,
         ...(c.status ? { status: c.status } : {}),
         ...(c.errorCode ? { errorCode: c.errorCode } : {}),
+        ...(c.deadLetter ? { deadLetter: c.deadLetter } : {}),
       });
     }
     return undefined;

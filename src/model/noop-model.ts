@@ -15,7 +15,7 @@ export interface NoopModelOptions {
 export class NoopModel implements ModelPort {
   readonly identity: ModelIdentity = { name: "noop", version: "noop" };
   readonly task = "embedding" as const;
-  private readonly dimensions: number;
+  readonly dimensions: number;
 
   constructor(options: NoopModelOptions = {}) {
     this.dimensions = options.dimensions ?? 384;

@@ -1,6 +1,6 @@
-import { createHash, createHmac } from "node:crypto";
 import type { Logger } from "pino";
 import { SluiceError } from "../sluice-error.js";
+import { RequestIdHash } from "./request-id-hash.js";
 import type { BatchReport, SluiceEvents } from "./sluice-events.js";
 
 export interface BatchLogOptions {
@@ -25,26 +25,20 @@ export interface BatchLogOptions {
  */
 export class BatchLog {
   private readonly logger: Logger;
-  private readonly idHashLength: number;
+  private readonly ids: RequestIdHash;
   private readonly maxIdsPerLine: number;
-  private readonly idHashKey: string | undefined;
 
   constructor(opts: BatchLogOptions) {
-    const idHashLength = opts.idHashLength ?? 16;
     const maxIdsPerLine = opts.maxIdsPerLine ?? 256;
-    if (!Number.isInteger(idHashLength) || idHashLength < 8 || idHashLength > 64) {
-      throw new SluiceError(
-        "CONFIG_INVALID",
-        `idHashLength must be an integer in 8..64, got ${idHashLength}`,
-      );
-    }
+    this.ids = new RequestIdHash({
+      ...(opts.idHashLength === undefined ? {} : { length: opts.idHashLength }),
+      ...(opts.idHashKey === undefined ? {} : { key: opts.idHashKey }),
+    });
     if (!Number.isInteger(maxIdsPerLine) || maxIdsPerLine < 0) {
       throw new SluiceError("CONFIG_INVALID", `maxIdsPerLine must be an integer ≥ 0, got ${maxIdsPerLine}`);
     }
     this.logger = opts.logger;
-    this.idHashLength = idHashLength;
     this.maxIdsPerLine = maxIdsPerLine;
-    this.idHashKey = opts.idHashKey;
   }
 
   attach(events: SluiceEvents): () => void {
@@ -84,8 +78,7 @@ export class BatchLog {
 
   /** Truncated SHA-256 (or HMAC-SHA256 with `idHashKey`) of a request id, hex. */
   hashId(id: string): string {
-    const h = this.idHashKey === undefined ? createHash("sha256") : createHmac("sha256", this.idHashKey);
-    return h.update(id, "utf8").digest("hex").slice(0, this.idHashLength);
+    return this.ids.of(id);
   }
 }
 

@@ -1,3 +1,4 @@
+import { hostname } from "node:os";
 import { type DestinationStream, type Level, type Logger, pino } from "pino";
 import { SluiceError } from "../sluice-error.js";
 
@@ -105,7 +106,8 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
     return pino(
       {
         level: level as Level | "silent",
-        base: { pid: process.pid, ...(opts.base ?? {}) },
+        // pid and hostname on every line (pino's own default base), so lines from several hosts tell apart.
+        base: { pid: process.pid, hostname: hostname(), ...(opts.base ?? {}) },
         timestamp: pino.stdTimeFunctions.isoTime,
         redact: { paths, censor: REDACTED },
       },

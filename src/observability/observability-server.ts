@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Registry } from "prom-client";
+import { envNameFor } from "../config/env-overrides.js";
 import { SluiceError } from "../sluice-error.js";
 
 /** What `/readyz` reports. `reason` is shown to operators when not ready. */
@@ -76,13 +77,12 @@ export class ObservabilityServer {
     });
     await new Promise<void>((resolve, reject) => {
       const onError = (err: NodeJS.ErrnoException) => {
-        reject(
-          new SluiceError(
-            "CONFIG_INVALID",
-            `Cannot listen on ${host}:${port} for metrics (${err.code ?? err.message}); pick another observability.metricsPort or 0`,
-            { cause: err },
-          ),
-        );
+        const key = `observability.metricsPort (${envNameFor("observability.metricsPort")})`;
+        const why =
+          err.code === "EADDRINUSE"
+            ? `port ${port} on ${host} is already in use (EADDRINUSE): stop the process listening there, or set ${key} to a free port, or 0 for any free port`
+            : `cannot listen on ${host}:${port} (${err.code ?? err.message}): check observability.metricsHost and ${key}`;
+        reject(new SluiceError("CONFIG_INVALID", `metrics server: ${why}`, { cause: err }));
       };
       server.once("error", onError);
       server.listen(port, host, () => {

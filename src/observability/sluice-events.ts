@@ -17,6 +17,8 @@ export interface SluiceEventMap {
     /** commit time − request record timestamp */
     endToEndMs: number;
     errorCode?: string;
+    /** Dead letters only: offset, failing stage, request id or key (the dead-letter log hashes them). */
+    deadLetter?: { offset: string; stage: string; requestId?: string; key?: string };
   };
   "batch.flushed": {
     reason: "size" | "tokens" | "wait" | "deadline" | "shutdown";

@@ -23,7 +23,12 @@ export interface ServeProcess {
 const repoRoot = resolve(import.meta.dirname, "../..");
 
 export function startServe(args: string[], env: Record<string, string> = {}): ServeProcess {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "serve", ...args], {
+  return startLogged(process.execPath, ["--import", "tsx", "src/cli/main.ts", "serve", ...args], env);
+}
+
+/** Any command run from the repository root (e.g. `npx sluice serve`), watched like `startServe`. */
+export function startLogged(command: string, args: string[], env: Record<string, string> = {}): ServeProcess {
+  const child = spawn(command, args, {
     cwd: repoRoot,
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],

@@ -132,6 +132,22 @@ describe("loadConfig", () => {
     expect(tokens.message).toContain("model.maxSequenceTokens");
   });
 
+  it("a cross-field rule that fails on a default shows the default's value, not (missing)", () => {
+    const error = failure(() => loadConfig({ env: { SLUICE_CONSUMER__SESSION_TIMEOUT_MS: "2000" } }));
+    expect(error.message).toContain(
+      "consumer.heartbeatIntervalMs = 3000 (default): must be below consumer.sessionTimeoutMs (2000)",
+    );
+    expect(error.message).not.toContain("(missing)");
+  });
+
+  it("a fraction for an integer key reads 'must be an integer'", () => {
+    for (const variable of ["SLUICE_BATCHING__MAX_BATCH_SIZE", "SLUICE_KAFKA__CONNECTION_TIMEOUT_MS"]) {
+      const error = failure(() => loadConfig({ env: { [variable]: "1.5" } }));
+      expect(error.message).toMatch(/= 1\.5 \(from environment variable \w+\): must be an integer \[/);
+      expect(error.message).not.toContain("expected int");
+    }
+  });
+
   it("every key carries a description", () => {
     const config = sluiceConfigSchema.parse({});
     type Node = {

@@ -63,8 +63,8 @@ describe("RequestDecoder rejects bad input with a code and a payload-free messag
     ],
     ["JSON array", jsonValue([SECRET]), undefined, "SCHEMA_VIOLATION", /expected an object/],
     ["JSON string", jsonValue(SECRET), undefined, "SCHEMA_VIOLATION", /expected an object/],
-    ["missing id", jsonValue({ text: SECRET }), undefined, "MISSING_ID", /"id"/],
-    ["empty id", jsonValue({ id: "", text: SECRET }), undefined, "MISSING_ID", /"id"/],
+    ["missing id", jsonValue({ text: SECRET }), undefined, "MISSING_ID", /has no "id"/],
+    ["empty id", jsonValue({ id: "", text: SECRET }), undefined, "MISSING_ID", /"id" is an empty string/],
     ["null id", jsonValue({ id: null, text: SECRET }), undefined, "MISSING_ID", /"id"/],
     ["numeric id", jsonValue({ id: 7, text: SECRET }), undefined, "SCHEMA_VIOLATION", /"id" is a number/],
     [
@@ -87,6 +87,13 @@ describe("RequestDecoder rejects bad input with a code and a payload-free messag
       undefined,
       "SCHEMA_VIOLATION",
       /deadlineMs/,
+    ],
+    [
+      "deadline in epoch seconds",
+      jsonValue({ id: "a", text: SECRET, deadlineMs: 1_764_590_000 }),
+      undefined,
+      "SCHEMA_VIOLATION",
+      /"deadlineMs" is 1764590000, which is not epoch milliseconds .*multiply by 1000/,
     ],
     [
       "attributes array",

@@ -1,3 +1,4 @@
+import { hostname } from "node:os";
 import { describe, expect, it } from "vitest";
 import { createLogger, effectiveRedactPaths, REDACTED } from "../../../src/observability/logger.js";
 
@@ -55,5 +56,23 @@ describe("createLogger", () => {
     log.warn("kept");
     expect(lines).toHaveLength(1);
     expect(JSON.parse(lines[0]!).msg).toBe("kept");
+  });
+
+  it("writes the documented fields on every line: level, time, pid, hostname, component, msg", () => {
+    const { lines, destination } = capture();
+    createLogger({ destination, base: { instanceId: "i-1" } })
+      .child({ component: "stream-processor" })
+      .info({ partition: 2 }, "hello");
+    const line = JSON.parse(lines[0]!);
+    expect(line).toMatchObject({
+      level: 30,
+      pid: process.pid,
+      hostname: hostname(),
+      instanceId: "i-1",
+      component: "stream-processor",
+      partition: 2,
+      msg: "hello",
+    });
+    expect(new Date(line.time).toISOString()).toBe(line.time);
   });
 });
