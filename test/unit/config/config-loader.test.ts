@@ -160,6 +160,7 @@ describe("loadConfig", () => {
       "model",
       "observability",
       "batch",
+      "schemaRegistry",
     ]);
   });
 });
