@@ -142,6 +142,17 @@ export function resolveProcessorOptions(o: StreamProcessorOptions): ResolvedProc
   // fits one full-length request (batching.maxBatchTokens >= model.maxSequenceTokens) is about the
   // configured model, so it must not judge programmatic options against the default sequence length.
   input["model"] = { maxSequenceTokens: 1 };
+  // The avro-registry codecs arrive ready-made (`codecs`, which reach the registry); the
+  // configuration's rule that such a codec needs schemaRegistry.url is about the configuration.
+  for (const key of ["requestCodec", "resultCodec"] as const) {
+    if (o[key] === "avro-registry" && o.codecs === undefined) {
+      throw new SluiceError(
+        "CONFIG_INVALID",
+        `StreamProcessor: ${key} avro-registry needs codecs that reach the schema registry; pass codecs from createWireCodecs(config)`,
+      );
+    }
+  }
+  if (o.codecs !== undefined) input["schemaRegistry"] = { url: "http://codecs.given/" };
   const parsed = sluiceConfigSchema.safeParse(input as SluiceConfigInput);
   if (!parsed.success) {
     const issue = parsed.error.issues[0] as (typeof parsed.error.issues)[number];
@@ -153,16 +164,6 @@ export function resolveProcessorOptions(o: StreamProcessorOptions): ResolvedProc
     );
   }
   const settings = settingsFromConfig(parsed.data);
-  if (o.codecs === undefined) {
-    for (const key of ["requestCodec", "resultCodec"] as const) {
-      if (settings[key] === "avro-registry") {
-        throw new SluiceError(
-          "CONFIG_INVALID",
-          `StreamProcessor: ${key} avro-registry needs codecs that reach the schema registry; pass codecs from createWireCodecs(config)`,
-        );
-      }
-    }
-  }
   return {
     ...settings,
     ...(o.codecs ? { codecs: o.codecs } : {}),
