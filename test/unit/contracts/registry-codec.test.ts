@@ -36,7 +36,10 @@ function registryOf(schemas: Record<number, Schema>, calls: number[] = []) {
     const found = schemas[id];
     return found ? { found } : { notFound: "404" };
   };
-  return { fetch, setDown: (d: boolean) => void (down = d) };
+  const setDown = (d: boolean) => {
+    down = d;
+  };
+  return { fetch, setDown };
 }
 
 function framed(id: number, schema: Schema, value: object): Buffer {
