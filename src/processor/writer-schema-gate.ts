@@ -1,4 +1,5 @@
 import type { RequestDecoder } from "../contracts/request-codec.js";
+import { isSluiceError } from "../sluice-error.js";
 import type { PartitionTask } from "./partition-task.js";
 import type { FetchedRecord } from "./processor-ports.js";
 import type { ProcessorLog } from "./stream-processor-options.js";
@@ -66,7 +67,10 @@ export class WriterSchemaGate {
       }
       const waitMs = Math.min(this.o.retryMaxMs, this.o.retryInitialMs * 2 ** attempt);
       const jittered = Math.round(waitMs * (0.8 + 0.4 * Math.random()));
-      this.o.log.warn(
+      // An outage heals by itself (warn); refused credentials need a person (error). Both keep the
+      // records and retry: dead-lettering a valid record because of the registry would lose it.
+      const permanent = isSluiceError(error) && !error.retriable;
+      this.o.log[permanent ? "error" : "warn"](
         {
           ...task.tp,
           schemaIds: ids,
