@@ -36,7 +36,7 @@ export function register(program: Command): void {
   const registry = program
     .command("registry")
     .description(
-      "Run a local Apicurio schema registry (Confluent-compatible API; needs Java 17+ and Maven; in-memory storage)",
+      "Run a local Apicurio schema registry (Confluent-compatible API; needs Java 17+ and Maven; data kept in the run folder)",
     );
   const withCommon = (command: Command) =>
     command
@@ -61,7 +61,7 @@ export function register(program: Command): void {
     });
 
   withCommon(registry.command("stop"))
-    .description("Stop the registry started from this run folder (its in-memory schemas are gone)")
+    .description("Stop the registry started from this run folder (its schemas stay in the run folder)")
     .action(async (opts: RegistryCommandOptions) => {
       const r = registryFrom(opts);
       const result = await r.stop();

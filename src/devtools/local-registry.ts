@@ -1,6 +1,7 @@
 import { spawn } from "node:child_process";
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
+import { request as httpsRequest } from "node:https";
 import { join, resolve } from "node:path";
 import { packageRoot } from "../config/project-paths.js";
 import { SluiceError } from "../sluice-error.js";
@@ -10,9 +11,11 @@ import { choosePort, isRunningWith, run, signal, sleep } from "./broker-process.
  * A local Apicurio Registry (Confluent-compatible API at `/apis/ccompat/v7`) for development and
  * tests of the avro-registry codec, run like the local broker: Java and Maven, no Docker. The
  * `io.apicurio:apicurio-registry-app:<version>:tar.gz:all` distribution is fetched from Maven
- * Central once into a cache folder (never committed) and unpacked there; it runs on Java 17 with
- * in-memory storage (schemas are gone after a stop). State and logs live in one run folder; it only
- * ever signals the pid it recorded there, after checking that pid is still this registry.
+ * Central once into a cache folder (never committed) and unpacked there; it runs on Java 17 with its
+ * embedded H2 storage, by default kept in a file in the run folder (`REGISTRY_DATASOURCE_URL`), so
+ * schemas and their ids survive a stop and start like a production registry's would. State, logs and
+ * data live in one run folder; it only ever signals the pid it recorded there, after checking that
+ * pid is still this registry.
  */
 export interface LocalRegistryOptions {
   /** Run folder for state and logs. Default `<package>/.sluice/registry` (git-ignored). */
@@ -29,6 +32,13 @@ export interface LocalRegistryOptions {
   startTimeoutMs?: number;
   /** How long `stop` waits after SIGTERM before SIGKILL, ms. Default 15000. */
   stopTimeoutMs?: number;
+  /**
+   * Serve HTTPS only, with this PEM certificate and key (`url` is then `https://`); `caPath` is the
+   * CA that signed it (used to wait for the API). Default: plain HTTP.
+   */
+  tls?: { certPath: string; keyPath: string; caPath: string };
+  /** `file`: H2 database in `<runDir>/data` (kept across restarts); `memory`: gone at stop. Default file. */
+  storage?: "file" | "memory";
   /** Java executable. Default `$JAVA_HOME/bin/java` when JAVA_HOME is set, else `java`. */
   javaCommand?: string;
   /** Maven executable. Default `mvn`. */
@@ -52,6 +62,7 @@ export interface LocalRegistryStatus {
 interface RegistryState {
   pid: number;
   port: number;
+  tls?: boolean;
   version: string;
   startedAt: string;
   jar: string;
@@ -73,6 +84,8 @@ export class LocalRegistry {
   private readonly stopTimeoutMs: number;
   private readonly javaCommand: string;
   private readonly mvnCommand: string;
+  private readonly tls: LocalRegistryOptions["tls"];
+  private readonly storage: "file" | "memory";
   private readonly progress: (message: string) => void;
 
   constructor(options: LocalRegistryOptions = {}) {
@@ -87,6 +100,8 @@ export class LocalRegistry {
       options.javaCommand ??
       (process.env["JAVA_HOME"] ? join(process.env["JAVA_HOME"], "bin", "java") : "java");
     this.mvnCommand = options.mvnCommand ?? "mvn";
+    this.tls = options.tls;
+    this.storage = options.storage ?? "file";
     this.progress = options.onProgress ?? (() => {});
     if (!/^\d+\.\d+\.\d+(\.[A-Za-z0-9]+)?$/.test(this.version)) {
       throw new SluiceError("CONFIG_INVALID", `registry version "${this.version}" is not like 2.6.13.Final`);
@@ -116,20 +131,34 @@ export class LocalRegistry {
     if (this.port !== 0 && port !== this.port) this.progress(`port ${this.port} is taken; using ${port}`);
     this.progress(`starting Apicurio Registry ${this.version} on 127.0.0.1:${port}`);
     const out = openSync(join(this.runDir, "logs", "registry.out"), "a");
+    const listen = this.tls
+      ? [
+          `-Dquarkus.http.ssl-port=${port}`,
+          `-Dquarkus.http.port=${await choosePort(0, [port])}`,
+          "-Dquarkus.http.insecure-requests=disabled",
+          `-Dquarkus.http.ssl.certificate.files=${this.tls.certPath}`,
+          `-Dquarkus.http.ssl.certificate.key-files=${this.tls.keyPath}`,
+        ]
+      : [`-Dquarkus.http.port=${port}`];
     const child = spawn(
       this.javaCommand,
       [
         `-Xmx${this.heapMb}m`,
         "-XX:+UseSerialGC",
         "-XX:TieredStopAtLevel=1",
-        `-Dquarkus.http.port=${port}`,
+        ...listen,
         "-Dquarkus.http.host=127.0.0.1",
         // Marks the process as this run folder's, so stop/status never signal someone else's JVM.
         `-Dsluice.registry.runDir=${this.runDir}`,
         "-jar",
         jar,
       ],
-      { detached: true, stdio: ["ignore", out, out], cwd: this.runDir },
+      {
+        detached: true,
+        stdio: ["ignore", out, out],
+        cwd: this.runDir,
+        env: { ...process.env, REGISTRY_DATASOURCE_URL: this.datasourceUrl() },
+      },
     );
     closeSync(out);
     const pid = child.pid;
@@ -150,10 +179,12 @@ export class LocalRegistry {
       version: this.version,
       startedAt: new Date().toISOString(),
       jar,
+      ...(this.tls ? { tls: true } : {}),
     };
     writeFileSync(join(this.runDir, STATE_FILE), `${JSON.stringify(state, null, 2)}\n`);
     try {
-      await waitForApi(port, this.startTimeoutMs, () => exited);
+      const ca = this.tls ? readFileSync(this.tls.caPath) : undefined;
+      await waitForApi(port, ca, this.startTimeoutMs, () => exited);
     } catch (error) {
       await this.stop();
       throw new SluiceError(
@@ -185,6 +216,12 @@ export class LocalRegistry {
     }
     clear();
     return { stopped: true, pid: state.pid, forced };
+  }
+
+  private datasourceUrl(): string {
+    if (this.storage === "memory") return "jdbc:h2:mem:registry_db";
+    mkdirSync(join(this.runDir, "data"), { recursive: true });
+    return `jdbc:h2:file:${join(this.runDir, "data", "registry")}`;
   }
 
   private isOurs(state: RegistryState): boolean {
@@ -256,27 +293,30 @@ function describe(state: RegistryState): Omit<LocalRegistryStatus, "running" | "
   return {
     pid: state.pid,
     port: state.port,
-    url: `http://127.0.0.1:${state.port}${API_PATH}`,
+    url: `${state.tls ? "https" : "http"}://127.0.0.1:${state.port}${API_PATH}`,
     version: state.version,
     startedAt: state.startedAt,
   };
 }
 
-/** Polls `GET /apis/ccompat/v7/subjects` until it answers 200. */
-async function waitForApi(port: number, timeoutMs: number, exited: () => string | undefined): Promise<void> {
+/** Polls `GET /apis/ccompat/v7/subjects` until it answers 200 (over TLS trusting `ca` when given). */
+async function waitForApi(
+  port: number,
+  ca: Buffer | undefined,
+  timeoutMs: number,
+  exited: () => string | undefined,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let last = "no answer yet";
   while (Date.now() < deadline) {
     const died = exited();
     if (died) throw new Error(`the registry process ${died}`);
     const status = await new Promise<number | string>((resolvePromise) => {
-      const req = request(
-        { host: "127.0.0.1", port, path: `${API_PATH}/subjects`, method: "GET", timeout: 2000 },
-        (res) => {
-          res.resume();
-          resolvePromise(res.statusCode ?? 0);
-        },
-      );
+      const options = { host: "127.0.0.1", port, path: `${API_PATH}/subjects`, method: "GET", timeout: 2000 };
+      const req = (ca ? httpsRequest : request)(ca ? { ...options, ca } : options, (res) => {
+        res.resume();
+        resolvePromise(res.statusCode ?? 0);
+      });
       req.on("timeout", () => req.destroy(new Error("timeout")));
       req.on("error", (error) => resolvePromise(error.message));
       req.end();

@@ -152,7 +152,8 @@ export function resolveProcessorOptions(o: StreamProcessorOptions): ResolvedProc
       );
     }
   }
-  if (o.codecs !== undefined) input["schemaRegistry"] = { url: "http://codecs.given/" };
+  if (o.codecs !== undefined)
+    input["schemaRegistry"] = { ...input["schemaRegistry"], url: "http://codecs.given/" };
   const parsed = sluiceConfigSchema.safeParse(input as SluiceConfigInput);
   if (!parsed.success) {
     const issue = parsed.error.issues[0] as (typeof parsed.error.issues)[number];

@@ -11,7 +11,7 @@ import { parseRegistryFrame } from "../../src/contracts/registry-wire.js";
 import { isSluiceError } from "../../src/sluice-error.js";
 import { runCli } from "../support/cli-process.js";
 import { createTopics, produceMessages, testBrokers, uniqueName } from "../support/kafka-harness.js";
-import { startTestRegistry, type TestRegistry } from "../support/registry-harness.js";
+import { createTestPki, startTestRegistry, type TestRegistry } from "../support/registry-harness.js";
 import {
   killLeftovers,
   type ReadRecord,
@@ -49,6 +49,18 @@ const PING = {
   namespace: "com.acme",
   fields: [{ name: "id", type: "string" }],
 } as const;
+
+const SAMPLE_RESULT: InferenceResult = {
+  id: "r",
+  status: "expired",
+  output: null,
+  model: { name: "m", version: "v" },
+  source: { topic: "t", partition: 0, offset: "0" },
+  timing: { requestTimestamp: 0, queueMs: 0, inferenceMs: 0, batchSize: 1, completedAt: 0 },
+  attributes: null,
+  truncated: false,
+  error: { code: "DEADLINE_EXCEEDED", message: "late" },
+};
 
 let registry: TestRegistry;
 let client: SchemaRegistry;
@@ -173,17 +185,11 @@ describe("avro-registry codec against a real schema registry", () => {
   }, 120_000);
 
   it("registry outage: known schema ids keep flowing, a new id waits (not lost, not dead-lettered) until the registry is back", async () => {
-    // A fresh (empty) registry, so the ids below are predictable for re-seeding after the outage.
-    await registry.stop();
-    await registry.start();
-    // A new client too: ids are reused by the empty registry, and a client caches schemas by id.
-    client = registry.client();
     const base = uniqueName("reg-outage");
     const requests = `${base}.requests`;
     await createTopics([{ topic: requests, numPartitions: 2 }]);
     const p = serve(base);
     await p.waitFor(/sluice serve running/);
-    const resultId = await client.getLatestSchemaId(`${base}.results-value`);
     const known = await register(TICKET_V1, `${requests}-value`);
     const fresh = await register(TICKET_V2, `${requests}-value`);
     const send = async (partition: number, schemaId: number, ids: string[]) =>
@@ -212,16 +218,19 @@ describe("avro-registry codec against a real schema registry", () => {
     // ...and the new-id records wait: no result and no dead letter for them.
     expect(await readCommitted(`${base}.dlq`, { expected: 0, settleMs: 300, timeoutMs: 1000 })).toEqual([]);
 
-    // The registry comes back. Its storage is in memory, so re-register the same schemas in the same
-    // order, which gives the same ids (checked), as a persistent registry would simply still have.
+    // The registry comes back (with its schemas: its storage outlives the process).
     await registry.start();
-    client = registry.client();
-    expect(await register(loadSchema("inference-result"), `${base}.results-value`)).toBe(resultId);
-    expect(await register(TICKET_V1, `${requests}-value`)).toBe(known);
-    expect(await register(TICKET_V2, `${requests}-value`)).toBe(fresh);
     await p.waitFor(/schema registry lookup succeeded/, 30_000);
     const all = await readCommitted(`${base}.results`, { expected: 7 });
-    expect(all.map((r) => r.key).sort()).toEqual(["k0", "k1", "k2", "k3", "n1", "n2", "n3"]);
+    expect(all.map((r) => r.key).sort(), p.output().slice(-6000)).toEqual([
+      "k0",
+      "k1",
+      "k2",
+      "k3",
+      "n1",
+      "n2",
+      "n3",
+    ]);
     expect((await decodeAll(all)).every((r) => r.status === "ok")).toBe(true);
     expect(await readCommitted(`${base}.dlq`, { expected: 0, settleMs: 300, timeoutMs: 1000 })).toEqual([]);
     await stop(p);
@@ -308,6 +317,42 @@ describe("avro-registry codec against a real schema registry", () => {
     expect((missingCa as Error).message).toContain("schemaRegistry.caPath");
   });
 
+  it("start-up over TLS: the registry's CA in caPath connects, a wrong CA fails naming the URL and caPath", async () => {
+    const pki = createTestPki(dir);
+    const tlsRegistry = await startTestRegistry({ tls: pki });
+    try {
+      expect(tlsRegistry.url.startsWith("https://")).toBe(true);
+      const topic = uniqueName("reg-tls");
+      const trusted = await createWireCodecs(
+        configWith({
+          topics: { resultCodec: "avro-registry" },
+          schemaRegistry: { url: tlsRegistry.url, caPath: pki.caPath },
+        }),
+      );
+      // Registers the result schema over TLS.
+      const encoder = await trusted.resultEncoder(topic);
+      expect(parseRegistryFrame(encoder.encode(SAMPLE_RESULT).value).ok).toBe(true);
+      const wrongCa = await createWireCodecs(
+        configWith({
+          topics: { resultCodec: "avro-registry" },
+          schemaRegistry: { url: tlsRegistry.url, caPath: pki.otherCaPath },
+        }),
+      ).catch((e: unknown) => e);
+      expect(isSluiceError(wrongCa, "REGISTRY_UNAVAILABLE")).toBe(true);
+      expect((wrongCa as Error).message).toContain(tlsRegistry.url);
+      expect((wrongCa as Error).message).toContain("schemaRegistry.caPath");
+    } finally {
+      await tlsRegistry.dispose();
+    }
+  }, 120_000);
+
+  it("sluice registry status reports a run folder without a registry as not running (exit 3)", async () => {
+    const home = join(dir, "no-registry");
+    const status = await runCli(["registry", "status", "--home", home, "--json"]);
+    expect(status.code).toBe(3);
+    expect(JSON.parse(status.stdout)).toMatchObject({ running: false, runDir: home });
+  });
+
   it("start-up: a results subject the result schema is not BACKWARD compatible with fails clearly", async () => {
     const topic = uniqueName("reg-incompat");
     await register(
@@ -331,19 +376,8 @@ describe("avro-registry codec against a real schema registry", () => {
     const encoderA = await (await createWireCodecs(config)).resultEncoder(uniqueName("a"));
     const encoderB = await (await createWireCodecs(config)).resultEncoder(uniqueName("b"));
     const id = await client.getLatestSchemaId("dev.sluice.InferenceResult");
-    const sample: InferenceResult = {
-      id: "r",
-      status: "expired",
-      output: null,
-      model: { name: "m", version: "v" },
-      source: { topic: "t", partition: 0, offset: "0" },
-      timing: { requestTimestamp: 0, queueMs: 0, inferenceMs: 0, batchSize: 1, completedAt: 0 },
-      attributes: null,
-      truncated: false,
-      error: { code: "DEADLINE_EXCEEDED", message: "late" },
-    };
     for (const encoder of [encoderA, encoderB]) {
-      const value = encoder.encode(sample).value;
+      const value = encoder.encode(SAMPLE_RESULT).value;
       expect(parseRegistryFrame(value)).toMatchObject({ ok: true, schemaId: id });
       expect(await client.decode(value)).toMatchObject({ id: "r", status: "expired" });
     }
