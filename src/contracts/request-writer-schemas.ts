@@ -15,7 +15,11 @@ import { loadSchema } from "./avro-schemas.js";
  * become dead letters); a lookup the registry could not answer at all is not remembered, so it is
  * retried (see `load`).
  */
-export type WriterSchemaLookup = { found: Schema } | { notFound: string };
+export type WriterSchemaLookup =
+  | { found: Schema }
+  | { notFound: string }
+  /** The id exists but is no Avro schema (JSON Schema, Protobuf). */
+  | { notAvro: string };
 
 /** Asks the registry for the schema of an id; rejects when the registry cannot answer (retriable). */
 export type FetchWriterSchema = (schemaId: number) => Promise<WriterSchemaLookup>;
@@ -76,6 +80,13 @@ export class RequestWriterSchemas {
 }
 
 function resolve(id: number, lookup: WriterSchemaLookup): WriterSchemaEntry {
+  if ("notAvro" in lookup) {
+    return {
+      ok: false,
+      code: "SCHEMA_UNRESOLVABLE",
+      message: `schema id ${id} is a ${lookup.notAvro} schema, not Avro; the avro-registry codec reads Avro records only`,
+    };
+  }
   if ("notFound" in lookup) {
     return {
       ok: false,

@@ -103,9 +103,7 @@ export class SchemaRegistryClient {
   async writerSchema(schemaId: number): Promise<WriterSchemaLookup> {
     try {
       const type = (await this.registry.getSchema(schemaId)) as { schema?: (opts?: object) => Schema };
-      if (typeof type.schema !== "function") {
-        return { notFound: `schema ${schemaId} is not an Avro schema` };
-      }
+      if (typeof type.schema !== "function") return { notAvro: "JSON Schema or Protobuf" };
       return { found: type.schema({ exportAttrs: true }) };
     } catch (error) {
       if (statusOf(error) === 404) return { notFound: "the registry answered 404" };

@@ -125,6 +125,19 @@ describe("RequestDecoder with avro-registry", () => {
     expect(truncated).toMatchObject({ ok: false, code: "DECODE_FAILED" });
   });
 
+  it("refuses a registered schema that is not Avro as SCHEMA_UNRESOLVABLE", async () => {
+    const writerSchemas = new RequestWriterSchemas(async () => ({ notAvro: "JSON Schema" }));
+    const decoder = new RequestDecoder({
+      defaultCodec: "avro-registry",
+      maxMessageBytes: 100,
+      writerSchemas,
+    });
+    expect(await decode(decoder, frameRegistryPayload(5, Buffer.from("{}")))).toMatchObject({
+      ok: false,
+      code: "SCHEMA_UNRESOLVABLE",
+    });
+  });
+
   it("does not remember a lookup the registry could not answer: it is retried", async () => {
     const calls: number[] = [];
     const { decoder, registry } = await decoderWith({ 7: TICKET }, calls);
