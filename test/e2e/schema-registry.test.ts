@@ -11,6 +11,7 @@ import { parseRegistryFrame } from "../../src/contracts/registry-wire.js";
 import { isSluiceError } from "../../src/sluice-error.js";
 import { runCli } from "../support/cli-process.js";
 import { createTopics, produceMessages, testBrokers, uniqueName } from "../support/kafka-harness.js";
+import { PING, TICKET_V1, TICKET_V2 } from "../support/registry-fixtures.js";
 import { createTestPki, startTestRegistry, type TestRegistry } from "../support/registry-harness.js";
 import {
   killLeftovers,
@@ -25,30 +26,6 @@ import { createTinyModel, TINY_HIDDEN, tinyModelConfigYaml, tinyModelEnv } from 
 // Issue 14 end to end: a real Apicurio Registry (the one `sluice registry start` runs), a real broker,
 // the real `sluice serve` / `sluice batch` processes. Producers and subscribers use the standard
 // client library's serializer (`encode`) and deserializer (`decode`), as a Kafka shop's apps would.
-
-/** A producer's own request schema: other name, an extra field. */
-const TICKET_V1 = {
-  type: "record",
-  name: "SupportTicket",
-  namespace: "com.acme",
-  fields: [
-    { name: "id", type: "string" },
-    { name: "priority", type: "int" },
-    { name: "text", type: "string" },
-  ],
-} as const;
-/** Its evolved version (BACKWARD compatible: the new field has a default). */
-const TICKET_V2 = {
-  ...TICKET_V1,
-  fields: [...TICKET_V1.fields, { name: "channel", type: "string", default: "web" }],
-} as const;
-/** Registered, but without `text`: cannot resolve to the request contract. */
-const PING = {
-  type: "record",
-  name: "Ping",
-  namespace: "com.acme",
-  fields: [{ name: "id", type: "string" }],
-} as const;
 
 const SAMPLE_RESULT: InferenceResult = {
   id: "r",

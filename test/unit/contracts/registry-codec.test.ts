@@ -14,19 +14,11 @@ import {
   type WriterSchemaLookup,
 } from "../../../src/contracts/request-writer-schemas.js";
 import { ResultEncoder } from "../../../src/contracts/result-codec.js";
+import { PING, TICKET_V1 } from "../../support/registry-fixtures.js";
 
-// Unit level: the registry is a map here; test/integration/schema-registry.test.ts uses a real one.
-const TICKET: Schema = {
-  type: "record",
-  name: "SupportTicket",
-  namespace: "com.acme",
-  fields: [
-    { name: "id", type: "string" },
-    { name: "priority", type: "int" },
-    { name: "text", type: "string" },
-  ],
-};
-const NO_TEXT: Schema = { type: "record", name: "Ping", fields: [{ name: "id", type: "string" }] };
+// Unit level: the registry is a map here; test/e2e/schema-registry.test.ts uses a real one.
+const TICKET = TICKET_V1 as unknown as Schema;
+const NO_TEXT = PING as unknown as Schema;
 
 function registryOf(schemas: Record<number, Schema>, calls: number[] = []) {
   let down = false;
