@@ -63,10 +63,33 @@ module.exports = {
       name: "devtools-stay-dev",
       severity: "error",
       comment:
-        "src/devtools (local broker: JVM/Maven tooling) is for development and tests; only the CLI's dev " +
-        "commands (kafka, demo) use it at run time.",
+        "src/devtools (local broker and registry: JVM/Maven tooling) is for development and tests; only the CLI's dev " +
+        "commands (kafka, registry, demo) use it at run time.",
       from: { path: "^src/", pathNot: "^src/(cli|devtools)/" },
       to: { path: "^src/devtools/" },
+    },
+    {
+      name: "registry-behind-composition-roots",
+      severity: "error",
+      comment:
+        "src/registry (the schema registry HTTP client) is wired into codecs by the composition roots in " +
+        "src/app (wire-codecs.ts); the pipeline sees only the contracts' codec seams (RequestDecoder, " +
+        "RequestWriterSchemas, ResultEncoder).",
+      from: { path: "^src/", pathNot: "^src/(app|registry)/" },
+      to: { path: "^src/registry/" },
+    },
+    {
+      name: "registry-speaks-http-only",
+      severity: "error",
+      comment:
+        "src/registry talks to the schema registry over HTTP; it imports no kafkajs and no pipeline room.",
+      from: { path: "^src/registry/" },
+      to: {
+        path: [
+          "(^|/)node_modules/kafkajs/",
+          "^src/(processor|batch|batching|delivery|model|kafka|observability|app|cli|devtools)/",
+        ],
+      },
     },
   ],
   options: {

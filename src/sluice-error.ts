@@ -28,6 +28,13 @@ export type SluiceErrorCode =
   | "TRANSACTION_FAILED"
   | "PUBLISH_FAILED"
   | "PUBLISH_TOO_LARGE"
+  // schema registry (avro-registry codec): start-up and lookups; the last three are dead-letter codes
+  | "REGISTRY_UNAVAILABLE"
+  | "REGISTRY_START_FAILED"
+  | "SCHEMA_INCOMPATIBLE"
+  | "WRONG_MAGIC_BYTE"
+  | "UNKNOWN_SCHEMA_ID"
+  | "SCHEMA_UNRESOLVABLE"
   // batch mode
   | "MANIFEST_MISMATCH"
   | "INPUT_INVALID"

@@ -14,6 +14,7 @@ import { ModelRunner, type ModelRunnerOptions } from "../model/model-runner.js";
 import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
 import { SluiceError } from "../sluice-error.js";
 import { type BatchSeams, installedBatchSeams } from "./batch-seams.js";
+import { createWireCodecs, type WireCodecs } from "./wire-codecs.js";
 
 /** One offline run as `sluice batch` asks for it; unset (undefined) fields come from the configuration. */
 export interface BatchRunRequest {
@@ -75,6 +76,10 @@ export async function createBatchRuntime(
   let source: BatchSource;
   let inputFormat: string;
   const inputTopic = kafkaTopic(request.input, "--input");
+  const outputTopic = kafkaTopic(request.output, "--output");
+  // Topic inputs and outputs use the same wire codecs as `sluice serve` (schema registry included).
+  const wire: WireCodecs | undefined =
+    inputTopic !== null || outputTopic !== null ? await createWireCodecs(config) : undefined;
   if (inputTopic !== null) {
     source = new KafkaRangeSource({
       kafka: kafka(),
@@ -82,6 +87,7 @@ export async function createBatchRuntime(
       from: request.from ?? null,
       to: request.to ?? null,
       defaultCodec: config.topics.requestCodec,
+      decoder: (wire as WireCodecs).requestDecoder,
     });
     inputFormat = `kafka-${config.topics.requestCodec}`;
   } else {
@@ -99,12 +105,12 @@ export async function createBatchRuntime(
 
   let sink: BatchSink;
   let stateDir: string;
-  const outputTopic = kafkaTopic(request.output, "--output");
   if (outputTopic !== null) {
     sink = new KafkaTopicSink({
       kafka: kafka(),
       topic: outputTopic,
       codec: config.topics.resultCodec,
+      encoder: await (wire as WireCodecs).resultEncoder(outputTopic),
       transactionTimeoutMs: config.delivery.transactionTimeoutMs,
       beforeCommit: seams.beforeTopicCommit,
     });

@@ -17,6 +17,7 @@ import type { StreamProcessor } from "../processor/stream-processor.js";
 import { processorOptionsFromConfig } from "../processor/stream-processor-options.js";
 import type { SluiceError } from "../sluice-error.js";
 import { createStreamProcessor } from "./stream-processor-factory.js";
+import { createWireCodecs } from "./wire-codecs.js";
 
 export interface ServeRuntime {
   processor: StreamProcessor;
@@ -59,6 +60,12 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
   const detachLifecycleLog = new LifecycleLog(logger.child({ component: "lifecycle" })).attach(events);
   // Subscribes to partition/record/transaction events, so it must exist before the processor starts.
   const inFlight = new InFlightRecords(events);
+  // Registry start-up work (probe, result schema registration) first: a misconfiguration fails fast.
+  const wire = await createWireCodecs(config);
+  const codecs = {
+    requestDecoder: wire.requestDecoder,
+    resultEncoder: await wire.resultEncoder(config.topics.results),
+  };
   const kafka = createKafka(config.kafka, logger.child({ component: "kafkajs" }));
   await ensureTopics(kafka, {
     requests: config.topics.requests,
@@ -93,6 +100,7 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
       model,
       events,
       log: logger.child({ component: "stream-processor" }),
+      codecs,
     }),
   );
   const server = new ObservabilityServer({

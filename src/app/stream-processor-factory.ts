@@ -58,7 +58,7 @@ export function createStreamProcessor(options: StreamProcessorOptions): StreamPr
       offsetCheckpoint: { topic: changelogTopic, partition: tp.partition },
       onFailure: hooks.onFailure,
     });
-  const encoder = new ResultEncoder({ codec: o.resultCodec });
+  const encoder = o.codecs?.resultEncoder ?? new ResultEncoder({ codec: o.resultCodec });
   const completions = new CompletionBuilder({
     resultsTopic: o.resultsTopic,
     deadLetterTopic: o.deadLetterTopic,
@@ -76,5 +76,6 @@ export function createStreamProcessor(options: StreamProcessorOptions): StreamPr
     log: o.log,
     clock: systemClock,
     changelogTopicOf: (topic) => changelogTopicFor(o.dedupChangelogBase, o.groupId, topic),
+    ...(o.codecs ? { decoder: o.codecs.requestDecoder } : {}),
   });
 }

@@ -8,6 +8,7 @@ import * as inferCommand from "./infer-command.js";
 import * as kafkaCommand from "./kafka-command.js";
 import * as modelCommand from "./model-command.js";
 import * as planCommand from "./plan-command.js";
+import * as registryCommand from "./registry-command.js";
 import * as serveCommand from "./serve-command.js";
 import * as statusCommand from "./status-command.js";
 
@@ -27,6 +28,7 @@ const COMMANDS: { register(program: Command): void }[] = [
   planCommand,
   modelCommand,
   inferCommand,
+  registryCommand,
 ];
 
 export function buildProgram(): Command {

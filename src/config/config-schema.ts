@@ -68,8 +68,18 @@ export const topicsSchema = z
         "Base name of the compacted dedup changelogs, one per group and request topic: <base>.<groupId>.<topic>.",
       ),
     freshness: topicName().default("sluice.freshness").describe("Topic for freshness heartbeats."),
-    requestCodec: z.enum(["json", "avro"]).default("json").describe("Encoding of request records."),
-    resultCodec: z.enum(["json", "avro"]).default("json").describe("Encoding of result records."),
+    requestCodec: z
+      .enum(["json", "avro", "avro-registry"])
+      .default("json")
+      .describe(
+        "Encoding of request records (avro-registry = schema registry wire format, needs schemaRegistry.url).",
+      ),
+    resultCodec: z
+      .enum(["json", "avro", "avro-registry"])
+      .default("json")
+      .describe(
+        "Encoding of result records (avro-registry = schema registry wire format, needs schemaRegistry.url).",
+      ),
     partitions: positiveInt().default(3).describe("Partitions used when Sluice creates topics."),
     replicationFactor: positiveInt()
       .default(1)
@@ -265,6 +275,55 @@ export const batchSchema = z
   })
   .describe("Offline batch mode.");
 
+export const schemaRegistryBasicAuthSchema = z
+  .strictObject({
+    user: z.string().min(1).describe("Registry user name."),
+    password: z.string().optional().describe("Registry password (masked when printed)."),
+    passwordFile: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("File holding the registry password (trailing newline ignored); instead of password."),
+  })
+  .refine((a) => (a.password === undefined) !== (a.passwordFile === undefined), {
+    error: "set exactly one of password and passwordFile",
+  })
+  .describe("HTTP basic authentication {user, password | passwordFile}; omit for none.");
+
+export const schemaRegistrySchema = z
+  .strictObject({
+    url: z
+      .url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" })
+      .optional()
+      .describe(
+        "Confluent-compatible registry API base URL, e.g. http://127.0.0.1:8081 or Apicurio's http://host:8080/apis/ccompat/v7; needed by the avro-registry codec.",
+      ),
+    basicAuth: schemaRegistryBasicAuthSchema
+      .optional()
+      .describe("HTTP basic authentication {user, password | passwordFile}; omit for none."),
+    caPath: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("PEM file of the CA that signed the registry's TLS certificate (https URLs)."),
+    subjectNameStrategy: z
+      .enum(["TopicNameStrategy", "RecordNameStrategy"])
+      .default("TopicNameStrategy")
+      .describe(
+        "Subject of the result schema: TopicNameStrategy = <topic>-value, RecordNameStrategy = dev.sluice.InferenceResult.",
+      ),
+    requestTimeoutMs: positiveInt().default(5000).describe("Timeout of one registry HTTP request, ms."),
+    retryInitialMs: positiveInt()
+      .default(500)
+      .describe(
+        "First wait before retrying a schema lookup the registry could not answer (doubles per try), ms.",
+      ),
+    retryMaxMs: positiveInt()
+      .default(30_000)
+      .describe("Longest wait between schema lookup retries while the registry is unreachable, ms."),
+  })
+  .describe("Schema registry for the avro-registry codec.");
+
 export const sluiceConfigSchema = z
   .strictObject({
     kafka: kafkaSchema.prefault({}),
@@ -276,6 +335,7 @@ export const sluiceConfigSchema = z
     observability: observabilitySchema.prefault({}),
     batch: batchSchema.prefault({}),
     shutdown: shutdownSchema.prefault({}),
+    schemaRegistry: schemaRegistrySchema.prefault({}),
   })
   .superRefine((c, ctx) => {
     // Cross-field rules: each names both keys so the fix is obvious.
@@ -309,6 +369,24 @@ export const sluiceConfigSchema = z
         path: ["batching", "maxQueuedRecords"],
         input: c.batching.maxQueuedRecords,
         message: `must be at least batching.maxBatchSize (${c.batching.maxBatchSize}) or batches never fill`,
+      });
+    }
+    for (const key of ["requestCodec", "resultCodec"] as const) {
+      if (c.topics[key] === "avro-registry" && c.schemaRegistry.url === undefined) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["schemaRegistry", "url"],
+          input: undefined,
+          message: `must be set when topics.${key} is avro-registry`,
+        });
+      }
+    }
+    if (c.schemaRegistry.retryInitialMs > c.schemaRegistry.retryMaxMs) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["schemaRegistry", "retryInitialMs"],
+        input: c.schemaRegistry.retryInitialMs,
+        message: `must be at most schemaRegistry.retryMaxMs (${c.schemaRegistry.retryMaxMs})`,
       });
     }
     const inputs = new Set(c.topics.requests);

@@ -2,7 +2,7 @@
  * Wire codecs and the `content-type` header that selects one per record. A record's header wins;
  * without one the topic's configured codec applies.
  */
-export type Codec = "json" | "avro";
+export type Codec = "json" | "avro" | "avro-registry";
 
 /** Structurally the same as kafkajs `IHeaders`, so contracts need nothing from the Kafka layer. */
 export type RecordHeaders = Record<string, Buffer | string | (Buffer | string)[] | undefined>;
@@ -12,6 +12,9 @@ export const CONTENT_TYPE_HEADER = "content-type";
 const CONTENT_TYPES: Record<Codec, string> = {
   json: "application/json",
   avro: "application/avro",
+  // Not a registered media type: Sluice's label for the Confluent wire format (magic byte, schema id,
+  // Avro binary; see registry-wire.ts). Standard deserializers ignore headers.
+  "avro-registry": "application/vnd.confluent.avro",
 };
 
 /** The `content-type` value Sluice writes for a codec. */
@@ -19,10 +22,10 @@ export function contentTypeFor(codec: Codec): string {
   return CONTENT_TYPES[codec];
 }
 
-export const CODECS: readonly Codec[] = ["json", "avro"];
+export const CODECS: readonly Codec[] = ["json", "avro", "avro-registry"];
 
 export function isCodec(value: unknown): value is Codec {
-  return value === "json" || value === "avro";
+  return (CODECS as readonly unknown[]).includes(value);
 }
 
 /**
@@ -47,6 +50,8 @@ export function codecFromHeaders(
     case "avro/binary":
     case "application/x-avro-binary":
       return { codec: "avro" };
+    case "application/vnd.confluent.avro":
+      return { codec: "avro-registry" };
     default:
       return { unsupported: mediaType };
   }

@@ -1,6 +1,8 @@
 import { avroType } from "./avro-schemas.js";
 import { type Codec, codecFromHeaders, contentTypeFor, isCodec, type RecordHeaders } from "./codec.js";
 import type { InferenceRequest } from "./inference.js";
+import { frameRegistryPayload, parseRegistryFrame, registrySchemaIdOf } from "./registry-wire.js";
+import type { RequestWriterSchemas } from "./request-writer-schemas.js";
 
 /**
  * Decoding and encoding of inference requests (schemas/inference-request.avsc).
@@ -16,7 +18,22 @@ import type { InferenceRequest } from "./inference.js";
  *   milliseconds they would silently expire every request.
  * - Error messages name the field and the expected type, never the payload text.
  */
-export type DecodeFailureCode = "DECODE_FAILED" | "SCHEMA_VIOLATION" | "MISSING_ID" | "PAYLOAD_TOO_LARGE";
+export type DecodeFailureCode =
+  | "DECODE_FAILED"
+  | "SCHEMA_VIOLATION"
+  | "MISSING_ID"
+  | "PAYLOAD_TOO_LARGE"
+  | "WRONG_MAGIC_BYTE"
+  | "UNKNOWN_SCHEMA_ID"
+  | "SCHEMA_UNRESOLVABLE";
+
+/** Failures of reading the bytes (dead-letter stage `decode`); the others are stage `validate`. */
+export const DECODE_STAGE_CODES: ReadonlySet<DecodeFailureCode> = new Set([
+  "DECODE_FAILED",
+  "WRONG_MAGIC_BYTE",
+  "UNKNOWN_SCHEMA_ID",
+  "SCHEMA_UNRESOLVABLE",
+]);
 
 /** Smallest accepted `deadlineMs` (see the file comment): 1e11 ms = 1973-03-03T09:46:40Z. */
 export const MIN_DEADLINE_MS = 100_000_000_000;
@@ -30,18 +47,28 @@ export interface RequestDecoderOptions {
   defaultCodec: Codec;
   /** Records whose value is larger than this many bytes are rejected as PAYLOAD_TOO_LARGE. */
   maxMessageBytes: number;
+  /**
+   * Writer schemas of registry-framed (`avro-registry`) records; required when that is the default
+   * codec. Without it a record whose content-type names the registry format is a DECODE_FAILED.
+   */
+  writerSchemas?: RequestWriterSchemas;
 }
 
 export class RequestDecoder {
   private readonly defaultCodec: Codec;
   private readonly maxMessageBytes: number;
+  private readonly writerSchemas: RequestWriterSchemas | undefined;
 
   constructor(opts: RequestDecoderOptions) {
     if (!isCodec(opts.defaultCodec)) {
       throw new Error(
-        `RequestDecoder: defaultCodec must be "json" or "avro", got ${String(opts.defaultCodec)}`,
+        `RequestDecoder: defaultCodec must be "json", "avro" or "avro-registry", got ${String(opts.defaultCodec)}`,
       );
     }
+    if (opts.defaultCodec === "avro-registry" && opts.writerSchemas === undefined) {
+      throw new Error("RequestDecoder: defaultCodec avro-registry needs writerSchemas (a schema registry)");
+    }
+    this.writerSchemas = opts.writerSchemas;
     if (!Number.isInteger(opts.maxMessageBytes) || opts.maxMessageBytes <= 0) {
       throw new Error(
         `RequestDecoder: maxMessageBytes must be a positive integer, got ${String(opts.maxMessageBytes)}`,
@@ -71,7 +98,75 @@ export class RequestDecoder {
         `unsupported content-type "${truncateForMessage(selected.unsupported)}"; expected application/json, application/avro or avro/binary`,
       );
     }
-    return selected.codec === "json" ? decodeJson(value) : decodeAvro(value);
+    switch (selected.codec) {
+      case "json":
+        return decodeJson(value);
+      case "avro":
+        return decodeAvro(value);
+      case "avro-registry":
+        return this.decodeRegistry(value);
+    }
+  }
+
+  /**
+   * Registry ids of writer schemas these records need and that are not loaded yet: `decode` may only
+   * be called for them after `loadSchemas` succeeded. Empty when no registry is configured.
+   */
+  schemaIdsToLoad(records: Iterable<{ value: Buffer | null; headers?: RecordHeaders }>): number[] {
+    const writerSchemas = this.writerSchemas;
+    if (writerSchemas === undefined) return [];
+    const ids: number[] = [];
+    for (const r of records) {
+      const selected = codecFromHeaders(r.headers, this.defaultCodec);
+      if (!("codec" in selected) || selected.codec !== "avro-registry") continue;
+      const id = registrySchemaIdOf(r.value);
+      if (id !== undefined) ids.push(id);
+    }
+    return writerSchemas.missing(ids);
+  }
+
+  /** Looks writer schemas up in the registry; rejects (retriable) when it cannot answer. */
+  loadSchemas(schemaIds: number[]): Promise<void> {
+    return this.writerSchemas?.load(schemaIds) ?? Promise.resolve();
+  }
+
+  private decodeRegistry(value: Buffer): DecodeOutcome {
+    if (this.writerSchemas === undefined) {
+      return fail(
+        "DECODE_FAILED",
+        "record is in the schema registry wire format but no schema registry is configured; set schemaRegistry.url",
+      );
+    }
+    const frame = parseRegistryFrame(value);
+    if (!frame.ok) {
+      return frame.reason === "too-short"
+        ? fail(
+            "DECODE_FAILED",
+            `value is ${value.length} bytes, too short for the schema registry wire format (magic byte 0, 4-byte schema id, Avro binary)`,
+          )
+        : fail(
+            "WRONG_MAGIC_BYTE",
+            `value starts with byte ${frame.magicByte}, expected magic byte 0 of the schema registry wire format; was it written by a registry serializer?`,
+          );
+    }
+    const entry = this.writerSchemas.entry(frame.schemaId);
+    if (entry === undefined) {
+      throw new Error(
+        `RequestDecoder: writer schema ${frame.schemaId} was not loaded; call loadSchemas(schemaIdsToLoad(...)) first`,
+      );
+    }
+    if (!entry.ok) return fail(entry.code, entry.message);
+    let decoded: Record<string, unknown>;
+    try {
+      decoded = entry.reader.fromBuffer(frame.payload, entry.resolver) as Record<string, unknown>;
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      return fail(
+        "DECODE_FAILED",
+        `value is not valid Avro for its writer schema ${frame.schemaId} (${value.length} bytes): ${truncateForMessage(reason)}`,
+      );
+    }
+    return validate(decoded);
   }
 }
 
@@ -166,10 +261,15 @@ function validate(obj: Record<string, unknown>): DecodeOutcome {
   return { ok: true, request };
 }
 
-/** Encodes a request for producers, the demo and tests. Sets `content-type`. */
+/**
+ * Encodes a request for producers, the demo and tests. Sets `content-type`. For `avro-registry`,
+ * `registrySchemaId` is the registry id of schemas/inference-request.avsc (producers usually use
+ * their registry client's serializer instead).
+ */
 export function encodeRequest(
   req: InferenceRequest,
   codec: Codec,
+  registrySchemaId?: number,
 ): { value: Buffer; headers: Record<string, string> } {
   const normalized = {
     id: req.id,
@@ -177,10 +277,15 @@ export function encodeRequest(
     deadlineMs: req.deadlineMs ?? null,
     attributes: req.attributes ?? null,
   };
-  const value =
-    codec === "avro"
-      ? avroType("inference-request").toBuffer(normalized)
-      : Buffer.from(JSON.stringify(normalized), "utf8");
+  let value: Buffer;
+  if (codec === "json") value = Buffer.from(JSON.stringify(normalized), "utf8");
+  else value = avroType("inference-request").toBuffer(normalized);
+  if (codec === "avro-registry") {
+    if (registrySchemaId === undefined) {
+      throw new Error("encodeRequest: avro-registry needs the registry id of the request schema");
+    }
+    value = frameRegistryPayload(registrySchemaId, value);
+  }
   return { value, headers: { "content-type": contentTypeFor(codec) } };
 }
 

@@ -1,6 +1,7 @@
 import { avroType } from "./avro-schemas.js";
 import { type Codec, codecFromHeaders, contentTypeFor, isCodec, type RecordHeaders } from "./codec.js";
 import type { InferenceOutput, InferenceResult, ResultStatus } from "./inference.js";
+import { frameRegistryPayload } from "./registry-wire.js";
 
 /**
  * Encoding of results (schemas/inference-result.avsc). JSON carries embeddings as plain numbers;
@@ -10,16 +11,28 @@ import type { InferenceOutput, InferenceResult, ResultStatus } from "./inference
 export interface ResultEncoderOptions {
   /** Codec of the results topic. */
   codec: Codec;
+  /**
+   * `avro-registry` only: the registry id under which schemas/inference-result.avsc is registered for
+   * the results topic (registered at start-up, see src/registry/). Results are framed with it.
+   */
+  registrySchemaId?: number;
 }
 
 export class ResultEncoder {
   private readonly codec: Codec;
   private readonly headers: Record<string, string>;
+  private readonly registrySchemaId: number | undefined;
 
   constructor(opts: ResultEncoderOptions) {
     if (!isCodec(opts.codec)) {
-      throw new Error(`ResultEncoder: codec must be "json" or "avro", got ${String(opts.codec)}`);
+      throw new Error(
+        `ResultEncoder: codec must be "json", "avro" or "avro-registry", got ${String(opts.codec)}`,
+      );
     }
+    if (opts.codec === "avro-registry" && !Number.isInteger(opts.registrySchemaId)) {
+      throw new Error("ResultEncoder: codec avro-registry needs the registry id of the result schema");
+    }
+    this.registrySchemaId = opts.registrySchemaId;
     this.codec = opts.codec;
     this.headers = { "content-type": contentTypeFor(opts.codec) };
     avroType("inference-result");
@@ -29,6 +42,10 @@ export class ResultEncoder {
     const headers = { ...this.headers };
     if (this.codec === "avro") {
       return { value: avroType("inference-result").toBuffer(toAvro(result)), headers };
+    }
+    if (this.codec === "avro-registry") {
+      const payload = avroType("inference-result").toBuffer(toAvro(result));
+      return { value: frameRegistryPayload(this.registrySchemaId as number, payload), headers };
     }
     return { value: Buffer.from(JSON.stringify(normalize(result)), "utf8"), headers };
   }
@@ -47,6 +64,11 @@ export function decodeResult(
   if ("unsupported" in selected) {
     throw new Error(
       `decodeResult: unsupported content-type "${selected.unsupported}"; expected JSON or Avro`,
+    );
+  }
+  if (selected.codec === "avro-registry") {
+    throw new Error(
+      "decodeResult: the value is in the schema registry wire format; decode it with your registry client (e.g. @kafkajs/confluent-schema-registry `decode`)",
     );
   }
   if (selected.codec === "avro") {

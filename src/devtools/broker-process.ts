@@ -40,6 +40,12 @@ export function isOurBroker(state: BrokerState): boolean {
   return command?.includes("kafka.Kafka") === true && command.includes(state.serverProperties);
 }
 
+/** True when `pid` is alive (not a zombie) and its command line contains every one of `markers`. */
+export function isRunningWith(pid: number, markers: readonly string[]): boolean {
+  const command = commandLine(pid);
+  return command !== undefined && markers.every((m) => command.includes(m));
+}
+
 function commandLine(pid: number): string | undefined {
   if (!Number.isInteger(pid) || pid <= 0) return undefined;
   const proc = `/proc/${pid}`;

@@ -2,6 +2,7 @@ import type { Kafka } from "kafkajs";
 import type { InputDescription } from "../batch/batch-manifest.js";
 import type { BatchItem, BatchSource } from "../batch/batch-source.js";
 import { type PartitionRange, parseOffsetSpec, resolveRanges } from "../batch/offset-spec.js";
+import type { Codec } from "../contracts/codec.js";
 import { RequestDecoder } from "../contracts/request-codec.js";
 import { SluiceError } from "../sluice-error.js";
 import { withAdmin } from "./admin-session.js";
@@ -15,7 +16,9 @@ export interface KafkaRangeSourceOptions {
   /** `--to`: latest at start (default), partition:offset pairs or an ISO timestamp. Exclusive. */
   to?: string | null;
   /** Codec of records without a content-type header. Default "json". */
-  defaultCodec?: "json" | "avro";
+  defaultCodec?: Codec;
+  /** A ready decoder (src/app/wire-codecs.ts; needed for avro-registry); default: built from defaultCodec. */
+  decoder?: RequestDecoder;
   /** Larger records fail as PAYLOAD_TOO_LARGE. Default 1 MiB. */
   maxMessageBytes?: number;
   /** Records read ahead of the job. Default 5000. */
@@ -34,10 +37,12 @@ export class KafkaRangeSource implements BatchSource {
   constructor(private readonly opts: KafkaRangeSourceOptions) {
     parseOffsetSpec(opts.from, "--from");
     parseOffsetSpec(opts.to, "--to");
-    this.decoder = new RequestDecoder({
-      defaultCodec: opts.defaultCodec ?? "json",
-      maxMessageBytes: opts.maxMessageBytes ?? 1 << 20,
-    });
+    this.decoder =
+      opts.decoder ??
+      new RequestDecoder({
+        defaultCodec: opts.defaultCodec ?? "json",
+        maxMessageBytes: opts.maxMessageBytes ?? 1 << 20,
+      });
   }
 
   async describe(previous?: InputDescription): Promise<InputDescription> {
@@ -93,6 +98,10 @@ export class KafkaRangeSource implements BatchSource {
         offset: message.offset,
         timestampMs: Number(message.timestamp),
       };
+      // A registry schema id not seen yet is looked up first; if the registry cannot answer, the run
+      // stops with REGISTRY_UNAVAILABLE (retriable: rerunning resumes from the manifest).
+      const missing = this.decoder.schemaIdsToLoad([message]);
+      if (missing.length > 0) await this.decoder.loadSchemas(missing);
       const decoded = this.decoder.decode(message.value, message.headers, message.key);
       if (decoded.ok) {
         yield {

@@ -1,5 +1,6 @@
 import type { Kafka, Producer } from "kafkajs";
 import type { BatchResultRow, BatchSink, InFlightShard } from "../batch/batch-sink.js";
+import type { Codec } from "../contracts/codec.js";
 import type { InferenceResult } from "../contracts/inference.js";
 import { ResultEncoder } from "../contracts/result-codec.js";
 import { SluiceError } from "../sluice-error.js";
@@ -15,7 +16,9 @@ export interface KafkaTopicSinkOptions {
   /** Run id; transactional ids are `sluice-batch-<runId>-<shard>`. Set before the first shard. */
   runId?: string;
   /** Default "json". */
-  codec?: "json" | "avro";
+  codec?: Codec;
+  /** A ready encoder for this topic (src/app/wire-codecs.ts; needed for avro-registry); default: built from codec. */
+  encoder?: ResultEncoder;
   /** Records per send() inside a shard's transaction. Default 500. */
   sendChunkRecords?: number;
   /** Transaction timeout, ms (`delivery.transactionTimeoutMs`; a shard must be produced within it). */
@@ -46,7 +49,7 @@ export class KafkaTopicSink implements BatchSink {
     this.uri = `kafka:${opts.topic}`;
     this.format = `kafka-${opts.codec ?? "json"}`;
     this.runId = opts.runId;
-    this.encoder = new ResultEncoder({ codec: opts.codec ?? "json" });
+    this.encoder = opts.encoder ?? new ResultEncoder({ codec: opts.codec ?? "json" });
   }
 
   async prepare(): Promise<void> {

@@ -1,7 +1,7 @@
 import type { BatcherClock } from "../batching/micro-batcher.js";
 import type { RecordHeaders } from "../contracts/codec.js";
 import type { InferenceRequest } from "../contracts/inference.js";
-import type { RequestDecoder } from "../contracts/request-codec.js";
+import { DECODE_STAGE_CODES, type RequestDecoder } from "../contracts/request-codec.js";
 import { type CompletionBuilder, changelogMessages } from "../delivery/completion-builder.js";
 import type { DeadLetterSource } from "../delivery/dead-letter.js";
 import type { OutboundMessage, RecordCompletion } from "../delivery/outbound-message.js";
@@ -57,7 +57,7 @@ export class RequestIntake {
     };
     const decoded = this.o.decoder.decode(source.value, source.headers, source.key);
     if (!decoded.ok) {
-      const stage = decoded.code === "DECODE_FAILED" ? "decode" : "validate";
+      const stage = DECODE_STAGE_CODES.has(decoded.code) ? "decode" : "validate";
       return {
         kind: "done",
         completion: this.o.completions.deadLetter(source, {

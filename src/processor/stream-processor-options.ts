@@ -1,6 +1,8 @@
 import type { Kafka } from "kafkajs";
 import { type SluiceConfig, type SluiceConfigInput, sluiceConfigSchema } from "../config/config-schema.js";
 import type { Codec } from "../contracts/codec.js";
+import type { RequestDecoder } from "../contracts/request-codec.js";
+import type { ResultEncoder } from "../contracts/result-codec.js";
 import type { ModelPort } from "../model/model-port.js";
 import type { SluiceEvents } from "../observability/sluice-events.js";
 import { SluiceError } from "../sluice-error.js";
@@ -46,6 +48,10 @@ export interface ProcessorSettings {
   maxBytesPerPartition: number;
   restoreTimeoutMs: number;
   restoreRetryMs: number;
+  /** First wait before retrying a registry schema lookup that failed, ms (doubles per try). */
+  schemaRetryInitialMs: number;
+  /** Longest wait between registry schema lookup retries, ms. */
+  schemaRetryMaxMs: number;
 }
 
 /** Where each setting lives in the configuration (the one home of its default and rules). */
@@ -76,6 +82,8 @@ const SETTING_KEYS = {
   maxBytesPerPartition: ["consumer", "maxBytesPerPartition"],
   restoreTimeoutMs: ["consumer", "restoreTimeoutMs"],
   restoreRetryMs: ["consumer", "restoreRetryMs"],
+  schemaRetryInitialMs: ["schemaRegistry", "retryInitialMs"],
+  schemaRetryMaxMs: ["schemaRegistry", "retryMaxMs"],
 } as const satisfies Record<keyof ProcessorSettings, readonly [string, string]>;
 
 type SettingName = keyof typeof SETTING_KEYS;
@@ -87,6 +95,17 @@ export interface ProcessorDeps {
   model: ModelPort;
   events: SluiceEvents;
   log?: ProcessorLog;
+  /**
+   * Request decoder and result encoder, built once per configuration (src/app/wire-codecs.ts); needed
+   * for the avro-registry codec, which talks to the schema registry at start-up. Default: plain codecs
+   * from requestCodec/resultCodec.
+   */
+  codecs?: ProcessorCodecs;
+}
+
+export interface ProcessorCodecs {
+  requestDecoder: RequestDecoder;
+  resultEncoder: ResultEncoder;
 }
 
 /**
@@ -100,7 +119,9 @@ export type StreamProcessorOptions = ProcessorDeps &
   > &
   Partial<ProcessorSettings>;
 
-export type ResolvedProcessorOptions = ProcessorSettings & Required<ProcessorDeps>;
+export type ResolvedProcessorOptions = ProcessorSettings &
+  Required<Omit<ProcessorDeps, "codecs">> &
+  Pick<ProcessorDeps, "codecs">;
 
 const silentLog: ProcessorLog = { info: () => {}, warn: () => {}, error: () => {} };
 
@@ -121,6 +142,18 @@ export function resolveProcessorOptions(o: StreamProcessorOptions): ResolvedProc
   // fits one full-length request (batching.maxBatchTokens >= model.maxSequenceTokens) is about the
   // configured model, so it must not judge programmatic options against the default sequence length.
   input["model"] = { maxSequenceTokens: 1 };
+  // The avro-registry codecs arrive ready-made (`codecs`, which reach the registry); the
+  // configuration's rule that such a codec needs schemaRegistry.url is about the configuration.
+  for (const key of ["requestCodec", "resultCodec"] as const) {
+    if (o[key] === "avro-registry" && o.codecs === undefined) {
+      throw new SluiceError(
+        "CONFIG_INVALID",
+        `StreamProcessor: ${key} avro-registry needs codecs that reach the schema registry; pass codecs from createWireCodecs(config)`,
+      );
+    }
+  }
+  if (o.codecs !== undefined)
+    input["schemaRegistry"] = { ...input["schemaRegistry"], url: "http://codecs.given/" };
   const parsed = sluiceConfigSchema.safeParse(input as SluiceConfigInput);
   if (!parsed.success) {
     const issue = parsed.error.issues[0] as (typeof parsed.error.issues)[number];
@@ -131,8 +164,10 @@ export function resolveProcessorOptions(o: StreamProcessorOptions): ResolvedProc
       `StreamProcessor: ${name} ${optionNames(issue.message)}, got ${JSON.stringify(value) ?? String(value)}`,
     );
   }
+  const settings = settingsFromConfig(parsed.data);
   return {
-    ...settingsFromConfig(parsed.data),
+    ...settings,
+    ...(o.codecs ? { codecs: o.codecs } : {}),
     kafka: o.kafka,
     model: o.model,
     events: o.events,

@@ -14,6 +14,7 @@ import type { CommitterFactory, FetchedRecord, RecordSource, TaskCommitter } fro
 import { RequestIntake, type WorkItem } from "./request-intake.js";
 import { ShutdownBudget } from "./shutdown-budget.js";
 import type { ProcessorLog, ProcessorSettings } from "./stream-processor-options.js";
+import { WriterSchemaGate } from "./writer-schema-gate.js";
 
 /** The collaborators, made by the composition root (src/app/stream-processor-factory.ts) or a test. */
 export interface StreamProcessorDeps {
@@ -27,6 +28,8 @@ export interface StreamProcessorDeps {
   clock: BatcherClock;
   /** Changelog topic of a request topic (src/kafka/topic-admin.ts `changelogTopicFor`). */
   changelogTopicOf: (requestTopic: string) => string;
+  /** Request decoder (with registry writer schemas for avro-registry); default: built from the settings. */
+  decoder?: RequestDecoder;
 }
 
 export interface ProcessorReadiness {
@@ -48,6 +51,7 @@ export class StreamProcessor {
   private readonly o: ProcessorSettings;
   private readonly d: StreamProcessorDeps;
   private readonly intake: RequestIntake;
+  private readonly schemaGate: WriterSchemaGate;
   private readonly batcher: MicroBatcher<WorkItem>;
   private readonly inference: InFlightRunner<MicroBatch<WorkItem>>;
   private readonly tasks = new Map<string, PartitionTask>();
@@ -66,11 +70,20 @@ export class StreamProcessor {
   constructor(settings: ProcessorSettings, deps: StreamProcessorDeps) {
     this.o = settings;
     this.d = deps;
+    const decoder =
+      deps.decoder ??
+      new RequestDecoder({ defaultCodec: settings.requestCodec, maxMessageBytes: settings.maxMessageBytes });
+    this.schemaGate = new WriterSchemaGate({
+      decoder,
+      log: deps.log,
+      retryInitialMs: settings.schemaRetryInitialMs,
+      retryMaxMs: settings.schemaRetryMaxMs,
+      resume: (task) => {
+        if (!this.backpressured && !this.stopping && task.running) this.safeResume([task.tp]);
+      },
+    });
     this.intake = new RequestIntake({
-      decoder: new RequestDecoder({
-        defaultCodec: settings.requestCodec,
-        maxMessageBytes: settings.maxMessageBytes,
-      }),
+      decoder,
       completions: deps.completions,
       model: deps.model,
       clock: deps.clock,
@@ -163,6 +176,7 @@ export class StreamProcessor {
 
   private async shutdown(budget: ShutdownBudget): Promise<void> {
     this.stopping = true;
+    this.schemaGate.close();
     for (const t of this.tasks.values()) t.cancelReclaim();
     try {
       this.d.source.pause([...this.tasks.values()].map((t) => t.tp));
@@ -300,6 +314,8 @@ export class StreamProcessor {
     if (this.stopping) return "refused";
     const task = this.tasks.get(topicPartitionKey(topic, partition));
     if (!task) return "refused";
+    // Records naming a registry schema id not loaded yet wait (partition paused) until it is.
+    if (task.running && this.schemaGate.holds(task, records)) return "refused";
     const verdict = task.accept(records, fetchedOffset);
     if (verdict.kind === "refused") return "refused";
     if (verdict.kind === "reseek") {

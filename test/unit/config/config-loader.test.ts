@@ -177,6 +177,7 @@ describe("loadConfig", () => {
       "observability",
       "batch",
       "shutdown",
+      "schemaRegistry",
     ]);
   });
 });

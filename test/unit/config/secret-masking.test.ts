@@ -23,4 +23,28 @@ describe("maskSecrets", () => {
     // The input is left untouched.
     expect(config.kafka.sasl?.password).toBe("pw-123");
   });
+
+  it("masks the schema registry password, keeps the user and the password file path", () => {
+    const config = loadConfig({
+      env: {
+        SLUICE_SCHEMA_REGISTRY__URL: "https://registry.example:8081",
+        SLUICE_SCHEMA_REGISTRY__BASIC_AUTH__USER: "svc",
+        SLUICE_SCHEMA_REGISTRY__BASIC_AUTH__PASSWORD: "reg-pw-9",
+      },
+    });
+    const masked = maskSecrets(config);
+    expect(masked.schemaRegistry.basicAuth).toEqual({ user: "svc", password: MASK });
+    expect(JSON.stringify(masked)).not.toContain("reg-pw-9");
+    const fromFile = loadConfig({
+      env: {
+        SLUICE_SCHEMA_REGISTRY__URL: "https://registry.example:8081",
+        SLUICE_SCHEMA_REGISTRY__BASIC_AUTH__USER: "svc",
+        SLUICE_SCHEMA_REGISTRY__BASIC_AUTH__PASSWORD_FILE: "/run/secrets/registry",
+      },
+    });
+    expect(maskSecrets(fromFile).schemaRegistry.basicAuth).toEqual({
+      user: "svc",
+      passwordFile: "/run/secrets/registry",
+    });
+  });
 });

@@ -1,6 +1,9 @@
 import type { Kafka } from "kafkajs";
 import { describe, expect, it } from "vitest";
 import { defaultConfig } from "../../../src/config/config-schema.js";
+import { RequestDecoder } from "../../../src/contracts/request-codec.js";
+import { RequestWriterSchemas } from "../../../src/contracts/request-writer-schemas.js";
+import { ResultEncoder } from "../../../src/contracts/result-codec.js";
 import { classify } from "../../../src/kafka/result-publisher.js";
 import type { ModelPort } from "../../../src/model/model-port.js";
 import { SluiceEvents } from "../../../src/observability/sluice-events.js";
@@ -18,6 +21,31 @@ const base = {
 };
 
 describe("resolveProcessorOptions", () => {
+  it("takes ready-made registry codecs; avro-registry without them is CONFIG_INVALID", () => {
+    const writerSchemas = new RequestWriterSchemas(async () => ({ notFound: "none" }));
+    const codecs = {
+      requestDecoder: new RequestDecoder({
+        defaultCodec: "avro-registry",
+        maxMessageBytes: 100,
+        writerSchemas,
+      }),
+      resultEncoder: new ResultEncoder({ codec: "avro-registry", registrySchemaId: 3 }),
+    };
+    const o = resolveProcessorOptions({
+      ...base,
+      requestCodec: "avro-registry",
+      resultCodec: "avro-registry",
+      schemaRetryInitialMs: 50,
+      schemaRetryMaxMs: 400,
+      codecs,
+    });
+    expect(o.codecs).toBe(codecs);
+    expect([o.schemaRetryInitialMs, o.schemaRetryMaxMs]).toEqual([50, 400]);
+    expect(() => resolveProcessorOptions({ ...base, resultCodec: "avro-registry" })).toThrow(
+      /resultCodec avro-registry needs codecs/,
+    );
+  });
+
   it("fills documented defaults", () => {
     const o = resolveProcessorOptions(base);
     expect(o.maxInFlightBatches).toBe(2);
