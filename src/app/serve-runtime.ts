@@ -53,7 +53,8 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
   const inFlight = new InFlightRecords(events);
   const kafka = createKafka(config.kafka, logger.child({ component: "kafkajs" }));
   await ensureTopics(kafka, {
-    requests: config.topics.requests,
+    // Backfill topics are inputs too: created like request topics, each with its dedup changelog.
+    requests: [...config.topics.requests, ...config.topics.backfill],
     results: config.topics.results,
     deadLetters: config.topics.deadLetters,
     dedupChangelog: config.topics.dedupChangelog,
@@ -91,7 +92,7 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
   const lag = new LagMonitor({
     kafka,
     groupId: config.consumer.groupId,
-    topics: config.topics.requests,
+    topics: [...config.topics.requests, ...config.topics.backfill],
     events,
     // Lag seconds of owned partitions from the records this instance holds, no broker read; and only
     // owned partitions, so a sample never joins a throwaway group (the owners report the others).

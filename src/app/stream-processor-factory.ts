@@ -24,7 +24,8 @@ export function createStreamProcessor(options: StreamProcessorOptions): StreamPr
   const source = new ConsumerLoop({
     kafka: o.kafka,
     groupId: o.groupId,
-    topics: o.requestTopics,
+    // One group consumes both lanes (docs/lanes.md).
+    topics: [...o.requestTopics, ...o.backfillTopics],
     sessionTimeoutMs: o.sessionTimeoutMs,
     heartbeatIntervalMs: o.heartbeatIntervalMs,
     maxBytesPerPartition: o.maxBytesPerPartition,

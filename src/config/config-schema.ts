@@ -58,6 +58,10 @@ export const topicsSchema = z
       .min(1, { error: "no request topics: name at least one" })
       .default(["sluice.requests"])
       .describe("Request topics to consume (one or more)."),
+    backfill: z
+      .array(topicName())
+      .default([])
+      .describe("Backfill topics: a second, lower-priority lane consumed by the same group (docs/lanes.md)."),
     results: topicName().default("sluice.results").describe("Topic results are published to."),
     deadLetters: topicName()
       .default("sluice.dead-letters")
@@ -303,6 +307,29 @@ export const sluiceConfigSchema = z
           input: c.topics[key],
           message:
             "must differ from every topic in topics.requests: a request topic that is also an output topic would make Sluice consume its own output",
+        });
+      }
+    }
+    // The backfill lane (docs/lanes.md): its topics are inputs, so they may be neither online inputs
+    // nor outputs.
+    for (const topic of c.topics.backfill) {
+      if (inputs.has(topic)) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["topics", "backfill"],
+          input: c.topics.backfill,
+          message: `"${topic}" is also in topics.requests: a topic is either online (topics.requests) or backfill (topics.backfill), not both`,
+        });
+      }
+    }
+    const backfill = new Set(c.topics.backfill);
+    for (const key of ["results", "deadLetters", "dedupChangelog", "freshness"] as const) {
+      if (backfill.has(c.topics[key])) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["topics", "backfill"],
+          input: c.topics.backfill,
+          message: `"${c.topics[key]}" is also topics.${key}: a backfill topic that is also an output topic would make Sluice consume its own output`,
         });
       }
     }

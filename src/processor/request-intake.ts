@@ -1,6 +1,7 @@
 import type { BatcherClock } from "../batching/micro-batcher.js";
 import type { RecordHeaders } from "../contracts/codec.js";
 import type { InferenceRequest } from "../contracts/inference.js";
+import { type Lane, runIdFromHeaders } from "../contracts/lane.js";
 import type { RequestDecoder } from "../contracts/request-codec.js";
 import { type CompletionBuilder, changelogMessages } from "../delivery/completion-builder.js";
 import type { DeadLetterSource } from "../delivery/dead-letter.js";
@@ -17,6 +18,10 @@ export interface WorkItem {
   source: DeadLetterSource;
   timestampMs: number;
   request: InferenceRequest;
+  /** The lane of the record's topic (its task's lane). */
+  lane: Lane;
+  /** The backfill run from the record's `sluice.run-id` header; undefined when absent. */
+  runId: string | undefined;
   /** Dedup changelog records that commit with this request's outcome. */
   changelog: OutboundMessage[];
   deadlineMs: number;
@@ -91,6 +96,8 @@ export class RequestIntake {
         source,
         timestampMs,
         request,
+        lane: task.lane,
+        runId: runIdFromHeaders(source.headers),
         changelog: changelogMessages(task.changelogTopic, task.tp.partition, entries),
         deadlineMs,
         enqueuedAtMs: now,

@@ -19,7 +19,11 @@ export interface ProcessorLog {
 export interface ProcessorSettings {
   groupId: string;
   requestTopics: string[];
+  /** The backfill lane's topics (docs/lanes.md); consumed by the same group, after online work. */
+  backfillTopics: string[];
   resultsTopic: string;
+  /** Where backfill-lane results go (`topics.backfillResults`; unset = `resultsTopic`). */
+  backfillResultsTopic?: string;
   deadLetterTopic: string;
   /** Base name; the changelog of request topic T is `<base>.<groupId>.<T>` (see topic-admin.ts). */
   dedupChangelogBase: string;
@@ -52,7 +56,9 @@ export interface ProcessorSettings {
 const SETTING_KEYS = {
   groupId: ["consumer", "groupId"],
   requestTopics: ["topics", "requests"],
+  backfillTopics: ["topics", "backfill"],
   resultsTopic: ["topics", "results"],
+  backfillResultsTopic: ["topics", "backfillResults"],
   deadLetterTopic: ["topics", "deadLetters"],
   dedupChangelogBase: ["topics", "dedupChangelog"],
   requestCodec: ["topics", "requestCodec"],

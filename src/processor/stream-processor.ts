@@ -121,6 +121,7 @@ export class StreamProcessor {
       {
         groupId: this.o.groupId,
         topics: this.o.requestTopics,
+        backfillTopics: this.o.backfillTopics,
         model: this.d.model.identity,
         delivery: this.o.transactions ? "transactions" : "at-least-once",
       },
@@ -187,7 +188,8 @@ export class StreamProcessor {
       // Fenced earlier and the group still gives it to us: reclaim it now.
       if (kept?.cancelReclaim()) reclaim.push(kept);
       if (kept) continue;
-      const task = new PartitionTask(tp, this.d.changelogTopicOf(tp.topic));
+      const lane = this.o.backfillTopics.includes(tp.topic) ? "backfill" : "online";
+      const task = new PartitionTask(tp, this.d.changelogTopicOf(tp.topic), lane);
       this.tasks.set(task.key, task);
       fresh.push(task);
     }
@@ -372,6 +374,8 @@ export class StreamProcessor {
   ) {
     const ctx = {
       request: item.request,
+      lane: item.lane,
+      runId: item.runId,
       source: { ...item.task.tp, offset: item.source.offset },
       requestTimestamp: item.timestampMs,
       model: this.d.model.identity,
