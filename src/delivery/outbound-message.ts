@@ -21,7 +21,7 @@ export interface RecordCompletion {
   outputs: OutboundMessage[];
   changelog: OutboundMessage[];
   outcome: "result" | "dead_letter" | "duplicate";
-  status?: "ok" | "expired" | "rejected" | "error";
+  status?: "ok" | "expired" | "rejected" | "error" | "fallback";
   errorCode?: string;
   /** Timestamp of the input record, epoch ms. */
   recordTimestampMs: number;

@@ -13,7 +13,7 @@ export interface SluiceEventMap {
     topic: string;
     partition: number;
     outcome: "result" | "dead_letter" | "duplicate";
-    status?: "ok" | "expired" | "rejected" | "error";
+    status?: "ok" | "expired" | "rejected" | "error" | "fallback";
     /** commit time − request record timestamp */
     endToEndMs: number;
     errorCode?: string;
