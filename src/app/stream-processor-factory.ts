@@ -62,6 +62,7 @@ export function createStreamProcessor(options: StreamProcessorOptions): StreamPr
   const encoder = new ResultEncoder({ codec: o.resultCodec });
   const completions = new CompletionBuilder({
     resultsTopic: o.resultsTopic,
+    backfillResultsTopic: o.backfillResultsTopic ?? o.resultsTopic,
     deadLetterTopic: o.deadLetterTopic,
     encodeResult: (result) => encoder.encode(result),
     // Fits one transaction and one send (and so the broker's default message size limit).

@@ -72,6 +72,14 @@ export const topicsSchema = z
         "Base name of the compacted dedup changelogs, one per group and request topic: <base>.<groupId>.<topic>.",
       ),
     freshness: topicName().default("sluice.freshness").describe("Topic for freshness heartbeats."),
+    runs: topicName()
+      .default("sluice.runs")
+      .describe(
+        "Compacted topic of backfill run manifests, keyed by run id (sluice backfill; created on first submit).",
+      ),
+    backfillResults: topicName()
+      .optional()
+      .describe("Topic results of the backfill lane go to; unset = topics.results."),
     requestCodec: z.enum(["json", "avro"]).default("json").describe("Encoding of request records."),
     resultCodec: z.enum(["json", "avro"]).default("json").describe("Encoding of result records."),
     partitions: positiveInt().default(3).describe("Partitions used when Sluice creates topics."),
@@ -333,8 +341,42 @@ export const sluiceConfigSchema = z
         });
       }
     }
+    // Backfill runs (docs/lanes.md, "Backfill runs"): the runs topic and the backfill results topic are
+    // outputs, so neither may be an input; the runs topic is compacted and holds manifests only.
+    const allInputs = new Set([...c.topics.requests, ...c.topics.backfill]);
+    const backfillOutputs = [
+      ["runs", c.topics.runs],
+      ["backfillResults", c.topics.backfillResults],
+    ] as const;
+    for (const [key, topic] of backfillOutputs) {
+      if (topic !== undefined && allInputs.has(topic)) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["topics", key],
+          input: topic,
+          message:
+            "must differ from every topic in topics.requests and topics.backfill: Sluice would consume its own output",
+        });
+      }
+    }
+    const runsClash = (
+      ["results", "deadLetters", "dedupChangelog", "freshness", "backfillResults"] as const
+    ).find((key) => c.topics[key] === c.topics.runs);
+    if (runsClash) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["topics", "runs"],
+        input: c.topics.runs,
+        message: `must differ from topics.${runsClash}: the runs topic is compacted and holds run manifests only`,
+      });
+    }
   })
   .describe("Sluice configuration.");
+
+/** Where backfill results go: `topics.backfillResults`, else `topics.results` (the one home of that default). */
+export function backfillResultsTopic(topics: SluiceConfig["topics"]): string {
+  return topics.backfillResults ?? topics.results;
+}
 
 /** The configuration with every default applied (what an empty file and no overrides give). */
 export function defaultConfig(): SluiceConfig {

@@ -6,6 +6,7 @@ import type {
   ModelIdentity,
   ResultStatus,
 } from "../contracts/inference.js";
+import type { Lane } from "../contracts/lane.js";
 import type { ItemOutcome } from "../model/model-port.js";
 
 /**
@@ -49,6 +50,10 @@ export interface ResultContext {
   batchSize: number;
   /** Epoch ms. */
   completedAt: number;
+  /** The request's lane (default online); backfill results go to the backfill results topic. */
+  lane?: Lane;
+  /** The backfill run of the request (header `sluice.run-id`); set on the result as `runId`. */
+  runId?: string;
 }
 
 export type OutcomeRoute =
@@ -95,6 +100,7 @@ export function buildResult(ctx: ResultContext, outcome: ResultOutcome): Inferen
     truncated: outcome.ok ? outcome.truncated : false,
     error: outcome.ok ? null : { code: outcome.code, message: outcome.message },
     ...(outcome.ok && "fallbackReason" in outcome ? { fallbackReason: outcome.fallbackReason } : {}),
+    ...(ctx.runId ? { runId: ctx.runId } : {}),
   };
 }
 
