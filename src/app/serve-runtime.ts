@@ -60,6 +60,7 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
     dedupChangelog: config.topics.dedupChangelog,
     groupId: config.consumer.groupId,
     freshness: config.topics.freshness,
+    backfillResults: config.topics.backfillResults,
     partitions: config.topics.partitions,
     replicationFactor: config.topics.replicationFactor,
   });
