@@ -45,7 +45,10 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
   });
   // `instance_id`, not `instance`: Prometheus sets `instance` to the scrape target and would rename ours
   // to `exported_instance`.
-  const metrics = new SluiceMetrics({ defaultLabels: { instance_id: config.observability.instanceId } });
+  const metrics = new SluiceMetrics({
+    defaultLabels: { instance_id: config.observability.instanceId },
+    backfillTopics: config.topics.backfill,
+  });
   const detachMetrics = metrics.attach(events);
   // One request-log line per micro-batch (counts, timings, hashed ids); skipped above level info.
   const detachBatchLog = new BatchLog({ logger: logger.child({ component: "batch-log" }) }).attach(events);

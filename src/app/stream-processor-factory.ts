@@ -1,6 +1,8 @@
 import { systemClock } from "../batching/micro-batcher.js";
 import { ResultEncoder } from "../contracts/result-codec.js";
 import { CompletionBuilder } from "../delivery/completion-builder.js";
+import { fallbackPolicyFor } from "../fallback/fallback-policy.js";
+import { FallbackRules } from "../fallback/fallback-rules.js";
 import { ConsumerLoop } from "../kafka/consumer-loop.js";
 import { PartitionCommitter } from "../kafka/partition-committer.js";
 import { KafkaRestoreSources } from "../kafka/restore-sources.js";
@@ -78,5 +80,10 @@ export function createStreamProcessor(options: StreamProcessorOptions): StreamPr
     log: o.log,
     clock: systemClock,
     changelogTopicOf: (topic) => changelogTopicFor(o.dedupChangelogBase, o.groupId, topic),
+    // Loaded and validated once, here; a bad file stops start-up with CONFIG_INVALID.
+    fallback: fallbackPolicyFor(
+      { rulesPath: o.fallbackRulesPath, maxOnlineQueue: o.fallbackMaxOnlineQueue, modelTask: o.model.task },
+      (path) => FallbackRules.load(path),
+    ),
   });
 }

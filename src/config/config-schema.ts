@@ -207,7 +207,10 @@ export const modelSchema = z
       .describe(
         "Map from logical input (input_ids, attention_mask, token_type_ids) to the model's input name.",
       ),
-    workers: positiveInt().default(1).describe("Inference worker threads."),
+    workers: z
+      .union([z.literal("auto"), positiveInt()])
+      .default("auto")
+      .describe("Inference worker threads: a number, or auto = available cores − 1, at least 1."),
     intraOpThreads: positiveInt().default(1).describe("onnxruntime intra-op threads per worker."),
     textPrefix: z
       .string()
@@ -221,6 +224,21 @@ export const modelSchema = z
       ),
   })
   .describe("The ONNX model and its tokenizer.");
+
+export const fallbackSchema = z
+  .strictObject({
+    rulesPath: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        "YAML file of fallback rules for online requests of a classification model (docs/lanes.md); unset = no fallback.",
+      ),
+    maxOnlineQueue: positiveInt()
+      .default(512)
+      .describe("Online requests held (queued or inferring) at which new ones get the fallback (overload)."),
+  })
+  .describe("Fallback answers when the model misses its SLA.");
 
 export const observabilitySchema = z
   .strictObject({
@@ -269,6 +287,7 @@ export const sluiceConfigSchema = z
     batching: batchingSchema.prefault({}),
     delivery: deliverySchema.prefault({}),
     model: modelSchema.prefault({}),
+    fallback: fallbackSchema.prefault({}),
     observability: observabilitySchema.prefault({}),
     batch: batchSchema.prefault({}),
   })

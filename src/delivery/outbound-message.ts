@@ -22,6 +22,8 @@ export interface RecordCompletion {
   changelog: OutboundMessage[];
   outcome: "result" | "dead_letter" | "duplicate";
   status?: "ok" | "expired" | "rejected" | "error" | "fallback";
+  /** Set when status is fallback (docs/lanes.md). */
+  fallbackReason?: "deadline" | "model_error" | "overload";
   errorCode?: string;
   /** Timestamp of the input record, epoch ms. */
   recordTimestampMs: number;

@@ -80,8 +80,13 @@ export class RequestIntake {
     // Remember at intake so a duplicate later in the same batch is caught too. If the transaction
     // carrying this entry fails, the task is reset and the dedup store rebuilt from the changelog.
     const entries = [dedup.remember(request.id, now), ...dedup.evictExpired(now)];
-    const deadlineMs =
-      request.deadlineMs ?? (Number.isFinite(timestampMs) ? timestampMs : now) + this.o.defaultTimeoutMs;
+    // Backfill rows have no default deadline (docs/lanes.md): they wait for idle model time, however
+    // long a backlog takes, and never expire unless they carry their own deadlineMs.
+    const defaultDeadline =
+      task.lane === "backfill"
+        ? Number.POSITIVE_INFINITY
+        : (Number.isFinite(timestampMs) ? timestampMs : now) + this.o.defaultTimeoutMs;
+    const deadlineMs = request.deadlineMs ?? defaultDeadline;
     let tokens = 0;
     try {
       tokens = typeof request.text === "string" ? this.o.model.countTokens(request.text) : 0;

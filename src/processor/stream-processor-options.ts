@@ -50,6 +50,9 @@ export interface ProcessorSettings {
   maxBytesPerPartition: number;
   restoreTimeoutMs: number;
   restoreRetryMs: number;
+  /** Fallback rules file (docs/lanes.md); unset = no fallback. */
+  fallbackRulesPath?: string;
+  fallbackMaxOnlineQueue: number;
 }
 
 /** Where each setting lives in the configuration (the one home of its default and rules). */
@@ -82,6 +85,8 @@ const SETTING_KEYS = {
   maxBytesPerPartition: ["consumer", "maxBytesPerPartition"],
   restoreTimeoutMs: ["consumer", "restoreTimeoutMs"],
   restoreRetryMs: ["consumer", "restoreRetryMs"],
+  fallbackRulesPath: ["fallback", "rulesPath"],
+  fallbackMaxOnlineQueue: ["fallback", "maxOnlineQueue"],
 } as const satisfies Record<keyof ProcessorSettings, readonly [string, string]>;
 
 type SettingName = keyof typeof SETTING_KEYS;

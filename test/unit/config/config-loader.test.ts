@@ -158,6 +158,7 @@ describe("loadConfig", () => {
       "batching",
       "delivery",
       "model",
+      "fallback",
       "observability",
       "batch",
     ]);

@@ -50,11 +50,14 @@ describe("RequestIntake lanes", () => {
   it("a work item carries its task's lane and the sluice.run-id header (undefined when absent)", () => {
     const backfill = intake.take(runningTask("bf", "backfill"), record(0, { "sluice.run-id": "run-7" }));
     expect(backfill).toMatchObject({ kind: "queued", item: { lane: "backfill", runId: "run-7" } });
+    // Backfill rows have no default deadline; online requests get record timestamp + defaultTimeoutMs.
+    if (backfill.kind === "queued") expect(backfill.item.deadlineMs).toBe(Number.POSITIVE_INFINITY);
     const online = intake.take(runningTask("req", "online"), record(1));
     expect(online.kind).toBe("queued");
     if (online.kind === "queued") {
       expect(online.item.lane).toBe("online");
       expect(online.item.runId).toBeUndefined();
+      expect(online.item.deadlineMs).toBe(1000 + 30_000);
     }
   });
 });
