@@ -1,4 +1,8 @@
-import type { BatcherClock } from "./micro-batcher.js";
+/** The timer half of a batcher's clock (`BatcherClock` fits). */
+export interface TimerClock {
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
 
 /**
  * The one timer of a batcher: replaced only when a rule needs to fire earlier than the one already
@@ -9,7 +13,7 @@ export class FlushTimer {
   private dueAtMs = Number.POSITIVE_INFINITY;
 
   constructor(
-    private readonly clock: BatcherClock,
+    private readonly clock: TimerClock,
     private readonly onFire: () => void,
   ) {}
 
