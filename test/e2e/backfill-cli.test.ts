@@ -2,12 +2,20 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { runCli } from "../support/cli-process.js";
-import { createTopics, testBrokers, testKafka, uniqueName } from "../support/kafka-harness.js";
+import { runCli, startCli } from "../support/cli-process.js";
+import {
+  createTopics,
+  produceMessages,
+  testBrokers,
+  testKafka,
+  uniqueName,
+} from "../support/kafka-harness.js";
+import { readCommitted } from "../support/serve-process.js";
 
-// `sluice backfill` bad input, against the real broker (no serve needed): every case stops with a
-// clear error naming the key, flag or file, and a refused submit adds nothing to the topic.
-describe("sluice backfill: bad input", () => {
+// `sluice backfill` against the real broker (no serve needed): bad input stops with a clear error
+// naming the key, flag or file, a refused submit adds nothing to the topic, and a SIGKILLed submit
+// resumes from its last committed transaction without doubling a row.
+describe("sluice backfill CLI against the real broker", () => {
   let dir: string;
   let base: string;
   let env: Record<string, string>;
@@ -107,6 +115,72 @@ describe("sluice backfill: bad input", () => {
       rowsSubmitted: 30,
       rowsDone: 0,
       done: false,
+    });
+  });
+
+  it("a submit SIGKILLed mid-run resumes where its last transaction committed: every row exactly once", async () => {
+    const runId = `crash-${base}`;
+    const input = join(dir, "big.jsonl");
+    const rows = Array.from({ length: 3000 }, (_, i) => JSON.stringify({ id: `k${i}`, text: `row ${i}` }));
+    await writeFile(input, `${rows.join("\n")}\n`);
+    const crashEnv = { ...env, SLUICE_TOPICS__BACKFILL: `${base}.crash` };
+    await createTopics([{ topic: `${base}.crash`, numPartitions: 3 }]);
+    const first = startCli(
+      ["backfill", "submit", "--input", input, "--run-id", runId, "--chunk-rows", "5"],
+      crashEnv,
+    );
+    let progress = "";
+    first.child.stderr.on("data", (d: Buffer) => {
+      progress += d.toString();
+    });
+    // Kill once a few hundred rows are committed, with transactions still to come.
+    let handled = 0;
+    for (const started = Date.now(); handled < 300; ) {
+      if (Date.now() - started > 60_000) throw new Error("submit made no progress");
+      await new Promise((r) => setTimeout(r, 20));
+      handled = Math.max(0, ...[...progress.matchAll(/(\d+) rows handled/g)].map((m) => Number(m[1])));
+    }
+    first.child.kill("SIGKILL");
+    await first.done;
+    expect(handled).toBeLessThan(3000);
+
+    const resumed = await runCli(["backfill", "submit", "--input", input, "--run-id", runId], crashEnv);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(resumed.stdout).toMatch(/resumed after row \d+/);
+    const records = await readCommitted(`${base}.crash`, { expected: 3000, settleMs: 1000 });
+    const counts = new Map<string, number>();
+    for (const r of records) counts.set(r.key ?? "", (counts.get(r.key ?? "") ?? 0) + 1);
+    expect([...counts].filter(([, n]) => n !== 1)).toEqual([]);
+    expect(counts.size).toBe(3000);
+    const status = await runCli(["backfill", "status", runId, "--json"], crashEnv);
+    expect(JSON.parse(status.stdout)).toMatchObject({
+      rowsTotal: 3000,
+      rowsSubmitted: 3000,
+      submitStatus: "submitted",
+    });
+  });
+
+  it("submits a topic range (kafka:TOPIC --range) like batch mode reads it", async () => {
+    const topic = `${base}.source`;
+    await createTopics([{ topic, numPartitions: 1 }]);
+    await produceMessages(
+      topic,
+      Array.from({ length: 20 }, (_, i) => ({
+        key: `s${i}`,
+        value: JSON.stringify({ id: `s${i}`, text: `t ${i}` }),
+      })),
+    );
+    const runId = `range-${base}`;
+    const r = await runCli(
+      ["backfill", "submit", "--input", `kafka:${topic}`, "--range", "0:5-0:15", "--run-id", runId],
+      env,
+    );
+    expect(r.code, r.stderr).toBe(0);
+    const status = await runCli(["backfill", "status", runId, "--json"], env);
+    expect(JSON.parse(status.stdout)).toMatchObject({
+      rowsTotal: 10,
+      rowsSubmitted: 10,
+      input: `kafka:${topic}`,
     });
   });
 });
