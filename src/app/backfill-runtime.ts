@@ -67,6 +67,7 @@ export async function submitBackfill(
       writer,
       codec: config.topics.requestCodec,
       chunkRows: request.chunkRows ?? DEFAULT_SUBMIT_CHUNK_ROWS,
+      maxRecordBytes: config.delivery.maxMessageBytes,
       onChunk,
       run: {
         runId: request.runId,

@@ -51,6 +51,11 @@ export interface BackfillSubmissionOptions {
   codec: Codec;
   /** Input rows per transaction. */
   chunkRows: number;
+  /**
+   * Largest record value accepted (`delivery.maxMessageBytes`, which `serve` enforces too); a bigger
+   * row is recorded as invalid (PAYLOAD_TOO_LARGE) instead of failing its transaction on every retry.
+   */
+  maxRecordBytes: number;
   /** Called after every committed chunk. */
   onChunk?: (manifest: RunManifest) => void;
 }
@@ -132,6 +137,15 @@ export class BackfillSubmission {
           { id: item.id, text: item.text, attributes: item.attributes },
           this.o.codec,
         );
+        if (encoded.value.length > this.o.maxRecordBytes) {
+          invalid.push({
+            row: item.row,
+            code: "PAYLOAD_TOO_LARGE",
+            message: `row ${item.row} is ${encoded.value.length} bytes as a request, above delivery.maxMessageBytes (${this.o.maxRecordBytes})`,
+          });
+          if (records.length + invalid.length >= this.o.chunkRows) await commit(false);
+          continue;
+        }
         records.push({
           id: item.id,
           row: item.row,

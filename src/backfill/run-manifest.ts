@@ -11,8 +11,13 @@ import { SluiceError } from "../sluice-error.js";
  */
 export const RUN_MANIFEST_FORMAT_VERSION = 1;
 
-/** Rows that could not be submitted (no id, undecodable, non-string text), listed up to this many. */
-export const MAX_LISTED_INVALID_ROWS = 10_000;
+/**
+ * Rows that could not be submitted (no id, undecodable, non-string text, too large) are listed up to
+ * this many, each message cut to MAX_INVALID_MESSAGE_CHARS, so a manifest stays far below the broker's
+ * default 1 MiB record limit (it must fit one record of the runs topic).
+ */
+export const MAX_LISTED_INVALID_ROWS = 1000;
+export const MAX_INVALID_MESSAGE_CHARS = 200;
 
 export type RunStatus = "submitting" | "submitted";
 
@@ -169,7 +174,12 @@ export function withChunk(
     rowsRead: chunk.rowsRead,
     rowsSubmitted: m.rowsSubmitted + submitted,
     rowsInvalid: m.rowsInvalid + chunk.invalid.length,
-    invalid: [...m.invalid, ...chunk.invalid.slice(0, room)],
+    invalid: [
+      ...m.invalid,
+      ...chunk.invalid
+        .slice(0, room)
+        .map((i) => ({ ...i, message: i.message.slice(0, MAX_INVALID_MESSAGE_CHARS) })),
+    ],
     partitions: [...partitions.values()].sort((x, y) => x.partition - y.partition),
     transactions: m.transactions + 1,
   };

@@ -71,6 +71,7 @@ describe("BackfillSubmission", () => {
     input = join(dir, "in.jsonl");
     const lines = Array.from({ length: 25 }, (_, i) => JSON.stringify({ id: `r${i}`, text: `text ${i}` }));
     lines.splice(7, 0, "{not json", JSON.stringify({ text: "no id" }), JSON.stringify({ id: "n", text: 5 }));
+    lines.push(JSON.stringify({ id: "big", text: "x".repeat(300) }));
     await writeFile(input, `${lines.join("\n")}\n`);
   });
   afterEach(async () => {
@@ -84,6 +85,7 @@ describe("BackfillSubmission", () => {
       run,
       codec: "json",
       chunkRows: 4,
+      maxRecordBytes: 200,
     }).run();
 
   it("writes every valid row once, keyed by id with the run and row headers, and records invalid rows", async () => {
@@ -94,9 +96,14 @@ describe("BackfillSubmission", () => {
     expect(log.records[0]?.headers[RUN_ID_HEADER]).toBe("run-1");
     expect(log.records[9]?.headers[RUN_ROW_HEADER]).toBe(String(log.records[9]?.row));
     const m = log.manifest!;
-    expect(m).toMatchObject({ status: "submitted", rowsRead: 28, rowsSubmitted: 25, rowsInvalid: 3 });
-    expect(m.invalid.map((i) => i.code)).toEqual(["DECODE_FAILED", "MISSING_ID", "INVALID_TEXT"]);
-    expect(m.input).toMatchObject({ kind: "file", rows: 28 });
+    expect(m).toMatchObject({ status: "submitted", rowsRead: 29, rowsSubmitted: 25, rowsInvalid: 4 });
+    expect(m.invalid.map((i) => i.code)).toEqual([
+      "DECODE_FAILED",
+      "MISSING_ID",
+      "INVALID_TEXT",
+      "PAYLOAD_TOO_LARGE",
+    ]);
+    expect(m.input).toMatchObject({ kind: "file", rows: 29 });
     expect(m.partitions.reduce((n, p) => n + p.records, 0)).toBe(25);
     expect(m.transactions).toBe(log.commits);
   });
@@ -112,9 +119,9 @@ describe("BackfillSubmission", () => {
     expect(ids).toHaveLength(25);
     expect(log.manifest).toMatchObject({
       status: "submitted",
-      rowsRead: 28,
+      rowsRead: 29,
       rowsSubmitted: 25,
-      rowsInvalid: 3,
+      rowsInvalid: 4,
     });
   });
 
