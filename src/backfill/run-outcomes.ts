@@ -49,6 +49,8 @@ export interface RunStatusReport {
   rowsFailed: number;
   rowsInvalid: number;
   deadLetters: number;
+  /** Failed rows by error code (non-ok results, dead letters, rows invalid at submit). */
+  failures: Record<string, number>;
   /** Result records beyond the first for an id (exactly-once says 0). */
   duplicateResults: number;
   done: boolean;
@@ -86,6 +88,14 @@ export function summarizeRun(manifest: RunManifest, outcomes: RunOutcomes): RunS
   let failed = 0;
   const models = new Map<string, { name: string; version: string; rows: number }>();
   const times: number[] = [];
+  const failures: Record<string, number> = {};
+  const fail = (code: string, n = 1) => {
+    failures[code] = (failures[code] ?? 0) + n;
+  };
+  for (const i of manifest.invalid) fail(i.code);
+  // Invalid rows beyond the listed ones are counted without their code.
+  if (manifest.rowsInvalid > manifest.invalid.length)
+    fail("INVALID_ROW", manifest.rowsInvalid - manifest.invalid.length);
   for (const r of outcomes.results) {
     if (seen.has(r.id)) {
       duplicates++;
@@ -98,6 +108,7 @@ export function summarizeRun(manifest: RunManifest, outcomes: RunOutcomes): RunS
     else {
       failed++;
       e.failed++;
+      fail(r.error?.code ?? r.status.toUpperCase());
     }
     const key = `${r.model.name}@${r.model.version}`;
     const m = models.get(key) ?? { name: r.model.name, version: r.model.version, rows: 0 };
@@ -113,6 +124,7 @@ export function summarizeRun(manifest: RunManifest, outcomes: RunOutcomes): RunS
     }
     seen.add(d.id);
     deadLetters++;
+    fail(d.code);
     const e = part(d.partition);
     e.done++;
     e.failed++;
@@ -146,6 +158,7 @@ export function summarizeRun(manifest: RunManifest, outcomes: RunOutcomes): RunS
     rowsFailed: failed + deadLetters + manifest.rowsInvalid,
     rowsInvalid: manifest.rowsInvalid,
     deadLetters,
+    failures,
     duplicateResults: duplicates,
     done,
     partitions: [...byPartition.values()].sort((a, b) => a.partition - b.partition),

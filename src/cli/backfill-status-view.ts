@@ -54,6 +54,8 @@ export function describe(r: RunStatusReport): string {
     `  input ${r.input}; submitted ${r.rowsSubmitted} rows, ${r.rowsInvalid} invalid at submit, ${r.deadLetters} dead letters`,
     `  rate ${r.rowsPerSec === null ? "-" : `${r.rowsPerSec.toFixed(1)} rows/s`}, ETA ${r.etaSeconds === null ? "unknown" : `${r.etaSeconds} s`}`,
   ];
+  const codes = Object.entries(r.failures).sort((a, b) => b[1] - a[1]);
+  if (codes.length > 0) lines.push(`  failures: ${codes.map(([code, n]) => `${code} ${n}`).join(", ")}`);
   for (const p of r.partitions) {
     lines.push(`  partition ${p.partition}: ${p.done}/${p.submitted} done, ${p.failed} failed`);
   }

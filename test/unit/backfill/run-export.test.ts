@@ -179,6 +179,7 @@ describe("summarizeRun", () => {
       rowsOk: 6,
       rowsFailed: 2,
       deadLetters: 1,
+      failures: { MISSING_ID: 1, INFERENCE_FAILED: 1 },
       done: false,
       expectedModelVersion: "abcdefabcdef",
     });

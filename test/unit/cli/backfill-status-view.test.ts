@@ -13,6 +13,7 @@ const report: RunStatusReport = {
   rowsFailed: 5,
   rowsInvalid: 2,
   deadLetters: 1,
+  failures: { MISSING_ID: 2, INFERENCE_FAILED: 1, DEADLINE_EXCEEDED: 2 },
   duplicateResults: 0,
   done: false,
   partitions: [
@@ -35,6 +36,7 @@ describe("backfill status view", () => {
     const text = describeRun(report);
     expect(text).toContain("run corpus-v2: in progress, 400/1000 rows (40.0 %), ok 395, failed 5");
     expect(text).toContain("partition 1: 148/498 done, 2 failed");
+    expect(text).toContain("failures: MISSING_ID 2, DEADLINE_EXCEEDED 2, INFERENCE_FAILED 1");
     expect(text).toContain("rate 120.5 rows/s, ETA 5 s");
     expect(text).toContain("bge@bbbbbbbbbbbb: 7 rows (NOT the expected version)");
     expect(text).not.toContain("bge@aaaaaaaaaaaa: 390 rows (NOT");
