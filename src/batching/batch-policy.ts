@@ -117,6 +117,9 @@ export interface LaneQueueState {
   online: QueueState;
   /** The backfill lane, in arrival order. Its deadlines and wait times play no part. */
   backfill: QueueState;
+  /** Online batches handed out and not finished yet, and the most that may be. */
+  onlineRunning: number;
+  onlineSlots: number;
   /** Backfill batches handed out and not finished yet. */
   backfillRunning: number;
   /** Most backfill batches out at once (the processor uses `batching.maxInFlightBatches`). */
@@ -130,8 +133,10 @@ export type LaneDecision =
 /**
  * Priority between the lanes, a pure function like `decideBatch` (DESIGN.md §6.7, §6.19: priority
  * levels as separate queues served in order, after Triton's `priority_levels`):
- *  1. the online lane's rules (`decideBatch`: shutdown, size, tokens, deadline, wait) come first;
- *     its queue is ordered by deadline, so the prefix taken is the earliest deadlines;
+ *  1. the online lane's rules (`decideBatch`: shutdown, size, tokens, deadline, wait) come first,
+ *     once an online slot is free (a batch forms when it can start, so it keeps filling while it
+ *     waits and its items are the earliest deadlines at that moment); the queue is ordered by
+ *     deadline, so the prefix taken is the earliest deadlines;
  *  2. a closing backfill lane flushes (`shutdown`);
  *  3. backfill fills the model (`fill`) only while no online item waits and a backfill slot is
  *     free: it never forms batches ahead of time, so an online item never waits behind backfill work
@@ -142,7 +147,8 @@ export type LaneDecision =
  * A backfill batch takes the longest arrival-order prefix within maxBatchSize and maxBatchTokens.
  */
 export function decideLanes(q: LaneQueueState, nowMs: number, opts: BatchPolicyOptions): LaneDecision {
-  const online = decideBatch(q.online, nowMs, opts);
+  const slotFree = q.onlineRunning < q.onlineSlots || q.online.closing;
+  const online = slotFree ? decideBatch(q.online, nowMs, opts) : { flush: false as const, waitMs: Infinity };
   if (online.flush) return { ...online, lane: "online" };
   if (q.backfill.count > 0) {
     if (q.backfill.closing)

@@ -22,7 +22,9 @@ export interface LaneBatcherOptions<T> {
   maxWaitMs?: number;
   /** Initial expected batch inference time, ms (feeds the online deadline rule). Default 0. */
   estimatedInferenceMs?: number;
-  /** Most backfill batches handed out and not yet `backfillDone()`. Positive integer. Default 2. */
+  /** Most online batches handed out and not yet `done("online")`. Positive integer. Default 2. */
+  onlineSlots?: number;
+  /** Most backfill batches handed out and not yet `done("backfill")`. Positive integer. Default 2. */
   backfillSlots?: number;
   clock?: BatcherClock;
   /** Runs synchronously and must not throw (the items have left the queue). */
@@ -144,20 +146,20 @@ class LaneQueue<T> {
 
 /**
  * The streaming processor's batcher (docs/lanes.md): an online lane ordered by deadline and a backfill
- * lane in arrival order, with `decideLanes` deciding which lane forms the next batch. Online batches
- * form by the usual rules (docs/batching.md); backfill batches form only while no online item waits
- * and fewer than `backfillSlots` backfill batches are out, so backfill never queues ahead of online
- * work. Call `backfillDone()` when a backfill batch has finished.
+ * lane in arrival order, with `decideLanes` deciding which lane forms the next batch. A batch forms
+ * only when it can start (fewer than that lane's slots are out), so formed batches never queue: online
+ * batches by the usual rules (docs/batching.md), backfill batches only while no online item waits.
+ * Call `done(lane)` when a batch has finished.
  */
 export class LaneBatcher<T> {
   private readonly policy: Required<BatchPolicyOptions>;
   private readonly clock: BatcherClock;
   private readonly onBatch: (batch: LaneBatch<T>) => void;
-  private readonly backfillSlots: number;
+  private readonly slots: Record<BatchLane, number>;
+  private readonly running: Record<BatchLane, number> = { online: 0, backfill: 0 };
   private readonly online = new LaneQueue<T>(true);
   private readonly backfill = new LaneQueue<T>(false);
   private readonly timer: FlushTimer;
-  private backfillRunning = 0;
   private closing = false;
   private closed = false;
   private evaluating = false;
@@ -170,9 +172,10 @@ export class LaneBatcher<T> {
       estimatedInferenceMs: opts.estimatedInferenceMs ?? 0,
     };
     validateBatchPolicyOptions(this.policy, "LaneBatcher");
-    this.backfillSlots = opts.backfillSlots ?? 2;
-    if (!Number.isInteger(this.backfillSlots) || this.backfillSlots < 1)
-      throw new RangeError(`LaneBatcher: backfillSlots must be an integer ≥ 1, got ${opts.backfillSlots}`);
+    this.slots = { online: opts.onlineSlots ?? 2, backfill: opts.backfillSlots ?? 2 };
+    for (const [lane, n] of Object.entries(this.slots))
+      if (!Number.isInteger(n) || n < 1)
+        throw new RangeError(`LaneBatcher: ${lane}Slots must be an integer ≥ 1, got ${n}`);
     this.clock = opts.clock ?? systemClock;
     this.onBatch = opts.onBatch;
     this.timer = new FlushTimer(this.clock, () => {
@@ -217,9 +220,9 @@ export class LaneBatcher<T> {
     this.evaluate();
   }
 
-  /** A backfill batch handed out by `onBatch` has finished: its slot is free again. */
-  backfillDone(): void {
-    this.backfillRunning = Math.max(0, this.backfillRunning - 1);
+  /** A batch of `lane` handed out by `onBatch` has finished: its slot is free again. */
+  done(lane: BatchLane): void {
+    this.running[lane] = Math.max(0, this.running[lane] - 1);
     if (!this.closed) this.evaluate();
   }
 
@@ -259,8 +262,10 @@ export class LaneBatcher<T> {
           {
             online: this.online.state(this.closing),
             backfill: this.backfill.state(this.closing),
-            backfillRunning: this.backfillRunning,
-            backfillSlots: this.backfillSlots,
+            onlineRunning: this.running.online,
+            onlineSlots: this.slots.online,
+            backfillRunning: this.running.backfill,
+            backfillSlots: this.slots.backfill,
           },
           now,
           this.policy,
@@ -271,7 +276,7 @@ export class LaneBatcher<T> {
         }
         const queue = decision.lane === "online" ? this.online : this.backfill;
         const entries = queue.take(decision.take);
-        if (decision.lane === "backfill") this.backfillRunning++;
+        this.running[decision.lane]++;
         let tokens = 0;
         for (const e of entries) tokens += e.tokens;
         this.onBatch({

@@ -20,9 +20,9 @@ const EWMA_WEIGHT = 0.2;
 
 /**
  * Work items → lane batches → the model (docs/lanes.md). The `LaneBatcher` decides which lane forms
- * the next batch; each lane has its own bounded runner (`batching.maxInFlightBatches` batches), so an
- * online batch never waits for a backfill slot. Backfill batches form only when a backfill slot is
- * free, so none waits in a runner ahead of online work. Keeps the measured inference times that feed
+ * the next batch; each lane has its own `batching.maxInFlightBatches` slots, so an online batch never
+ * waits for a backfill slot, and a batch forms only when its slot is free, so none waits in a runner
+ * ahead of another (the runners are the bounded executors and what shutdown waits for). Keeps the measured inference times that feed
  * the deadline rule and the fallback predictions.
  */
 export class LaneDispatcher {
@@ -43,7 +43,7 @@ export class LaneDispatcher {
             await o.run(batch);
           } finally {
             if (lane === "online") this.onlineInBatches -= batch.items.length;
-            else this.batcher.backfillDone();
+            this.batcher.done(lane);
           }
         },
         onError: (error) => o.onError(error),
@@ -53,6 +53,7 @@ export class LaneDispatcher {
       maxBatchSize: s.maxBatchSize,
       maxBatchTokens: s.maxBatchTokens,
       maxWaitMs: s.maxWaitMs,
+      onlineSlots: s.maxInFlightBatches,
       backfillSlots: s.maxInFlightBatches,
       clock: o.clock,
       onBatch: (batch) => this.onBatch(batch),
