@@ -6,12 +6,12 @@ import type { FallbackRules } from "./fallback-rules.js";
  * When an online request is answered by the fallback rules instead of the model (docs/lanes.md,
  * "Fallback"). Pure: the processor passes the queue facts and the clock.
  *
- * - `overload`: at intake, the online lane already holds `maxOnlineQueue` requests (queued or in
- *   running batches);
  * - `deadline`: at intake, or when its batch is about to run, the request is predicted to finish
  *   after its deadline: `now + (items ahead + 1) × measured ms per item` at intake, and
- *   `now + batch size × measured ms per item` at dispatch (which includes requests that have
- *   already expired);
+ *   `now + batch size × measured ms per item` at dispatch (both include requests that have already
+ *   expired); checked first;
+ * - `overload`: at intake, the online lane already holds `maxOnlineQueue` requests (queued or in
+ *   running batches);
  * - `model_error`: the model failed for it (INFERENCE_FAILED, TOKENIZE_FAILED).
  * Backfill requests never fall back: their results must come from the model.
  */
@@ -42,8 +42,10 @@ export class FallbackPolicy {
   }
 
   atIntake(f: IntakeFacts): FallbackReason | undefined {
-    if (f.onlineHeld >= this.o.maxOnlineQueue) return "overload";
+    // A request that is already late, or will be, says `deadline` even when the queue is also full.
+    if (f.nowMs >= f.deadlineMs) return "deadline";
     if (f.msPerItem > 0 && f.nowMs + (f.ahead + 1) * f.msPerItem > f.deadlineMs) return "deadline";
+    if (f.onlineHeld >= this.o.maxOnlineQueue) return "overload";
     return undefined;
   }
 

@@ -83,6 +83,7 @@ describe("FallbackPolicy", () => {
   it("overload at the bound; deadline when (ahead + 1) × ms per item passes it; nothing before measuring", () => {
     const facts = { onlineHeld: 3, ahead: 3, deadlineMs: 1100, nowMs: 1000, msPerItem: 20 };
     expect(policy.atIntake({ ...facts, onlineHeld: 10 })).toBe("overload");
+    expect(policy.atIntake({ ...facts, onlineHeld: 10, nowMs: 1100 })).toBe("deadline"); // late wins
     expect(policy.atIntake(facts)).toBeUndefined(); // 1000 + 4 × 20 = 1080 ≤ 1100
     expect(policy.atIntake({ ...facts, ahead: 5 })).toBe("deadline"); // 1120 > 1100
     expect(policy.atIntake({ ...facts, ahead: 500, msPerItem: 0 })).toBeUndefined();

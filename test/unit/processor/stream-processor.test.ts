@@ -480,13 +480,12 @@ describe("StreamProcessor (fake source, committers and model)", () => {
   it("fallback: overload, model_error and a missed deadline give status fallback with the rule's output", async () => {
     const h = await started({ ...lanes, maxBatchSize: 4, maxInFlightBatches: 1 }, { fallback: rules() });
     h.model.failTexts.add("urgent crash");
-    const past = Date.now() - 1;
-    h.source.deliver(P0, [withFields(0, { text: "urgent crash" }), withFields(1, { deadlineMs: past })]);
+    const soon = Date.now() + 30;
+    h.source.deliver(P0, [withFields(0, { text: "urgent crash" }), withFields(1, { deadlineMs: soon })]);
     await until(() => h.model.waiting === 1, "the first batch");
     // Two online requests are held (maxOnlineQueue 2): the next ones fall back at once.
     h.source.deliver(P0, [withFields(2, { text: "an urgent one" }), withFields(3, {})]);
     const committer = h.committers[0] as FakeCommitter;
-    console.log([...committer.completions.entries()].map(([k, c]) => [k, c.outcome, c.status, c.errorCode]));
     expect(decoded(committer.completions.get("2"))).toMatchObject({
       status: "fallback",
       fallbackReason: "overload",
@@ -498,11 +497,18 @@ describe("StreamProcessor (fake source, committers and model)", () => {
       fallbackReason: "overload",
       output: { label: "allow" },
     });
+    // An already-late request says deadline, even with the queue full.
+    h.source.deliver(P0, [withFields(4, { deadlineMs: Date.now() - 1 })]);
+    expect(decoded(committer.completions.get("4"))).toMatchObject({
+      status: "fallback",
+      fallbackReason: "deadline",
+    });
     expect(h.model.calls[0]).toEqual(["urgent crash"]);
+    await new Promise((r) => setTimeout(r, 40)); // record 1's deadline passes while it waits for the slot
     h.model.auto = true;
     h.model.release();
-    await until(() => committer.completions.size === 4, "the model's answer");
-    // Record 1 waited for the slot and was late at dispatch: deadline, answered without the model.
+    await until(() => committer.completions.size === 5, "the model's answer");
+    // Record 1 was late at dispatch: deadline, answered without the model.
     expect(decoded(committer.completions.get("1"))).toMatchObject({
       status: "fallback",
       fallbackReason: "deadline",
