@@ -68,6 +68,8 @@ export async function submitBackfill(
       codec: config.topics.requestCodec,
       chunkRows: request.chunkRows ?? DEFAULT_SUBMIT_CHUNK_ROWS,
       maxRecordBytes: config.delivery.maxMessageBytes,
+      submittedIds: async (manifest) =>
+        (await outcomeReader(config).submittedRows(manifest)).map((r) => r.id),
       onChunk,
       run: {
         runId: request.runId,

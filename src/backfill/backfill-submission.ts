@@ -58,6 +58,11 @@ export interface BackfillSubmissionOptions {
   maxRecordBytes: number;
   /** Called after every committed chunk. */
   onChunk?: (manifest: RunManifest) => void;
+  /**
+   * Ids an earlier invocation already submitted for this run (read back from the backfill topic); asked
+   * only when resuming, so a repeated id is caught across a crash too.
+   */
+  submittedIds?: (manifest: RunManifest) => Promise<Iterable<string>>;
 }
 
 export interface SubmissionSummary {
@@ -103,6 +108,13 @@ export class BackfillSubmission {
     }
     let manifest = existing ?? newRunManifest({ ...run, input });
     const skip = manifest.rowsRead;
+    // Ids must be unique within a run: serve would count a repeat as a duplicate (no result of its
+    // own), so the run could never be complete. A repeat is recorded as invalid instead.
+    const ids = new Set<string>(
+      existing && existing.rowsSubmitted > 0 && this.o.submittedIds
+        ? await this.o.submittedIds(existing)
+        : [],
+    );
     let rowsWritten = 0;
     let records: BackfillRecord[] = [];
     let invalid: InvalidRow[] = [];
@@ -146,6 +158,16 @@ export class BackfillSubmission {
           if (records.length + invalid.length >= this.o.chunkRows) await commit(false);
           continue;
         }
+        if (ids.has(item.id)) {
+          invalid.push({
+            row: item.row,
+            code: "DUPLICATE_ID",
+            message: `row ${item.row} repeats id ${JSON.stringify(item.id)} of an earlier row; ids must be unique within a run`,
+          });
+          if (records.length + invalid.length >= this.o.chunkRows) await commit(false);
+          continue;
+        }
+        ids.add(item.id);
         records.push({
           id: item.id,
           row: item.row,

@@ -86,6 +86,7 @@ describe("BackfillSubmission", () => {
       codec: "json",
       chunkRows: 4,
       maxRecordBytes: 200,
+      submittedIds: async () => log.records.map((r) => r.id),
     }).run();
 
   it("writes every valid row once, keyed by id with the run and row headers, and records invalid rows", async () => {
@@ -123,6 +124,21 @@ describe("BackfillSubmission", () => {
       rowsSubmitted: 25,
       rowsInvalid: 4,
     });
+  });
+
+  it("a repeated id is invalid (DUPLICATE_ID), also when the first one was submitted before a crash", async () => {
+    const rows = ["a", "b", "c", "d", "e", "a", "f", "b"].map((id) =>
+      JSON.stringify({ id, text: `t ${id}` }),
+    );
+    await writeFile(input, `${rows.join("\n")}\n`);
+    const log: Log = { records: [], manifest: null, commits: 0 };
+    await expect(submit(log, 2)).rejects.toThrow(/crash/); // rows 0-3 committed, then a crash
+    await submit(log);
+    expect(log.records.map((r) => r.id)).toEqual(["a", "b", "c", "d", "e", "f"]);
+    expect(log.manifest?.invalid.map((i) => [i.row, i.code])).toEqual([
+      [5, "DUPLICATE_ID"],
+      [7, "DUPLICATE_ID"],
+    ]);
   });
 
   it("resubmitting a submitted run writes nothing", async () => {
