@@ -45,9 +45,9 @@ module.exports = {
       name: "kafkajs-behind-adapters",
       severity: "error",
       comment:
-        "The pipeline rooms (processor, batch, app, config) speak to Kafka only through src/kafka; a type-only " +
+        "The pipeline rooms (processor, batch, backfill, app, config) speak to Kafka only through src/kafka; a type-only " +
         "import for an options type is fine (the processor's options carry a kafkajs client).",
-      from: { path: "^src/(processor|batch|app|config)/" },
+      from: { path: "^src/(processor|batch|backfill|app|config)/" },
       to: { path: "(^|/)node_modules/kafkajs/", dependencyTypesNot: ["type-only"] },
     },
     {

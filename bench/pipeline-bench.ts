@@ -27,14 +27,12 @@
 import { readFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { monitorEventLoopDelay } from "node:perf_hooks";
-import * as hdr from "hdr-histogram-js";
-import { type Consumer, Kafka, logLevel } from "kafkajs";
+import { Kafka, logLevel } from "kafkajs";
 import { createStreamProcessor } from "../src/app/stream-processor-factory.js";
 import { loadConfig } from "../src/config/index.js";
 import { encodeRequest, RequestDecoder } from "../src/contracts/request-codec.js";
 import { ResultEncoder } from "../src/contracts/result-codec.js";
 import { routeOutcome } from "../src/delivery/result-builder.js";
-import { LocalBroker } from "../src/devtools/local-broker.js";
 import { fixAbortedTransactionOrder } from "../src/kafka/aborted-transaction-order.js";
 import { changelogTopicFor, ensureTopics } from "../src/kafka/topic-admin.js";
 import type { ModelPort } from "../src/model/model-port.js";
@@ -43,7 +41,10 @@ import { modelRunnerOptionsFromConfig } from "../src/model/model-runner-config.j
 import { NoopModel } from "../src/model/noop-model.js";
 import { SluiceEvents } from "../src/observability/sluice-events.js";
 import { processorOptionsFromConfig } from "../src/processor/stream-processor-options.js";
+import { ArrivalReader } from "./arrival-reader.js";
+import { benchBroker } from "./bench-broker.js";
 import { loadCorpus } from "./corpus.js";
+import { type OpenLoopLatency, runOpenLoop } from "./open-loop.js";
 import { machineDescription, writeBenchmarkSection } from "./report.js";
 
 process.env.KAFKAJS_NO_PARTITIONER_WARNING ??= "1";
@@ -71,63 +72,6 @@ interface Layout {
   deadLetters: string;
   dedupChangelog: string;
   groupId: string;
-}
-
-/** Counts results by request id as a read_committed reader sees them, with arrival times. */
-class ArrivalReader {
-  readonly arrivals = new Map<string, number>();
-  private readonly consumer: Consumer;
-  constructor(
-    kafka: Kafka,
-    private readonly topic: string,
-    groupId: string,
-  ) {
-    this.consumer = kafka.consumer({ groupId, readUncommitted: false, maxWaitTimeInMs: 20 });
-  }
-  async start(): Promise<void> {
-    await this.consumer.connect();
-    await this.consumer.subscribe({ topic: this.topic, fromBeginning: true });
-    await this.consumer.run({
-      autoCommit: false,
-      eachBatch: async ({ batch }) => {
-        const at = now();
-        for (const m of batch.messages) if (m.key) this.arrivals.set(m.key.toString(), at);
-      },
-    });
-  }
-  count(prefix: string): number {
-    let n = 0;
-    for (const k of this.arrivals.keys()) if (k.startsWith(prefix)) n++;
-    return n;
-  }
-  async waitFor(prefix: string, n: number, timeoutMs: number): Promise<boolean> {
-    const until = now() + timeoutMs;
-    while (this.count(prefix) < n) {
-      if (now() > until) return false;
-      await sleep(25);
-    }
-    return true;
-  }
-  /** Arrival times of the ids with this prefix, sorted. */
-  times(prefix: string): number[] {
-    const out: number[] = [];
-    for (const [k, t] of this.arrivals) if (k.startsWith(prefix)) out.push(t);
-    return out.sort((a, b) => a - b);
-  }
-  /** First and last arrival of the ids with this prefix. */
-  span(prefix: string): { first: number; last: number } {
-    let first = Number.POSITIVE_INFINITY;
-    let last = 0;
-    for (const [k, t] of this.arrivals) {
-      if (!k.startsWith(prefix)) continue;
-      first = Math.min(first, t);
-      last = Math.max(last, t);
-    }
-    return { first, last };
-  }
-  stop(): Promise<void> {
-    return this.consumer.disconnect();
-  }
 }
 
 interface DrainStats {
@@ -181,18 +125,11 @@ interface RawRun {
   machineBusy: number;
 }
 
-interface LatencyRow {
+interface LatencyRow extends OpenLoopLatency {
   label: string;
   commitIntervalMs: number;
   fraction: number;
   rate: number;
-  sent: number;
-  received: number;
-  p50: number;
-  p95: number;
-  p99: number;
-  p999: number;
-  max: number;
 }
 
 let seq = 0;
@@ -201,16 +138,9 @@ const runTag = Date.now().toString(36);
 async function main(): Promise<void> {
   const loadStart = loadavg();
   const startedAt = new Date();
-  let broker: LocalBroker | undefined;
-  let brokers = (process.env.KAFKA_BROKERS ?? "").split(",").filter(Boolean);
-  let brokerNote = `KAFKA_BROKERS=${brokers.join(",")}`;
-  if (brokers.length === 0) {
-    broker = new LocalBroker({ onProgress: (m) => process.stderr.write(`[broker] ${m}\n`) });
-    const status = await broker.start();
-    brokers = [status.bootstrap as string];
-    brokerNote = `project LocalBroker (Kafka ${status.kafkaVersion ?? "3.9.1"}, ${status.bootstrap}${status.alreadyRunning ? ", already running" : ", started by the benchmark"})`;
-    if (status.alreadyRunning) broker = undefined; // not ours to stop
-  }
+  const broker = await benchBroker();
+  const { brokers } = broker;
+  const brokerNote = broker.note;
   const kafka = new Kafka({ clientId: "pipeline-bench", brokers, logLevel: logLevel.NOTHING });
   fixAbortedTransactionOrder();
   const config = loadConfig();
@@ -372,52 +302,16 @@ async function main(): Promise<void> {
     seconds: number,
     commitIntervalMs: number,
   ): Promise<LatencyRow> => {
-    const prefix = `o${seq++}-`;
-    const total = Math.max(1, Math.round(rate * seconds));
-    const scheduled: number[] = new Array(total);
-    const t0 = now() + 50;
-    let next = 0;
-    const sends: Promise<unknown>[] = [];
-    while (next < total) {
-      const due: { key: string; value: Buffer; headers: Record<string, string> }[] = [];
-      const t = now();
-      while (next < total && t0 + (next * 1000) / rate <= t) {
-        scheduled[next] = t0 + (next * 1000) / rate;
-        const id = `${prefix}${next}`;
-        due.push({ key: id, ...encodeRequest({ id, text: text(next) }, "json") });
-        next++;
-      }
-      if (due.length > 0) sends.push(producer.send({ topic: l.requestTopic, messages: due }));
-      await sleep(1);
-    }
-    await Promise.all(sends);
-    await reader.waitFor(prefix, total, 60_000);
-    const h = hdr.build({
-      lowestDiscernibleValue: 1,
-      highestTrackableValue: 3_600_000,
-      numberOfSignificantValueDigits: 3,
-    });
-    let received = 0;
-    for (let i = 0; i < total; i++) {
-      const at = reader.arrivals.get(`${prefix}${i}`);
-      if (at === undefined) continue;
-      received++;
-      h.recordValue(Math.max(1, Math.round(at - (scheduled[i] as number))));
-    }
-    const row: LatencyRow = {
-      label,
-      commitIntervalMs,
-      fraction,
+    const latency = await runOpenLoop({
+      producer,
+      topic: l.requestTopic,
+      reader,
+      prefix: `o${seq++}-`,
       rate,
-      sent: total,
-      received,
-      p50: h.getValueAtPercentile(50),
-      p95: h.getValueAtPercentile(95),
-      p99: h.getValueAtPercentile(99),
-      p999: h.getValueAtPercentile(99.9),
-      max: h.maxValue,
-    };
-    h.destroy();
+      seconds,
+      text,
+    });
+    const row: LatencyRow = { label, commitIntervalMs, fraction, rate, ...latency };
     log(`${label}: ${JSON.stringify(row)}`);
     await sleep(1000); // let the pipeline settle between load levels
     return row;
@@ -628,7 +522,7 @@ async function main(): Promise<void> {
   } finally {
     await producer.disconnect().catch(() => undefined);
     await runner.close();
-    if (broker) await broker.stop().catch(() => undefined);
+    await broker.stop().catch(() => undefined);
   }
 
   const loadEnd = loadavg();

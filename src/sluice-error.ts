@@ -38,6 +38,8 @@ export type SluiceErrorCode =
   // batch mode
   | "MANIFEST_MISMATCH"
   | "INPUT_INVALID"
+  // backfill runs
+  | "RUN_NOT_FOUND"
   | "INTERNAL";
 
 export interface SluiceErrorContext {

@@ -7,11 +7,13 @@ import type { BatchSource } from "../batch/batch-source.js";
 import { FileSource } from "../batch/file-source.js";
 import { PartFileSink } from "../batch/part-file-sink.js";
 import type { SluiceConfig } from "../config/config-schema.js";
+import type { RequestDecoder } from "../contracts/request-codec.js";
 import { createKafka } from "../kafka/kafka-client.js";
 import { KafkaRangeSource } from "../kafka/kafka-range-source.js";
 import { KafkaTopicSink } from "../kafka/kafka-topic-sink.js";
 import { ModelRunner, type ModelRunnerOptions } from "../model/model-runner.js";
 import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
+import { resolveWorkerCount } from "../model/worker-count.js";
 import { SluiceError } from "../sluice-error.js";
 import { type BatchSeams, installedBatchSeams } from "./batch-seams.js";
 import { createWireCodecs, type WireCodecs } from "./wire-codecs.js";
@@ -73,35 +75,12 @@ export async function createBatchRuntime(
   const textField = request.textField ?? config.batch.textField;
   const kafka = () => createKafka(config.kafka, undefined, { clientId: `${config.kafka.clientId}-batch` });
 
-  let source: BatchSource;
-  let inputFormat: string;
   const inputTopic = kafkaTopic(request.input, "--input");
   const outputTopic = kafkaTopic(request.output, "--output");
   // Topic inputs and outputs use the same wire codecs as `sluice serve` (schema registry included).
   const wire: WireCodecs | undefined =
     inputTopic !== null || outputTopic !== null ? await createWireCodecs(config) : undefined;
-  if (inputTopic !== null) {
-    source = new KafkaRangeSource({
-      kafka: kafka(),
-      topic: inputTopic,
-      from: request.from ?? null,
-      to: request.to ?? null,
-      defaultCodec: config.topics.requestCodec,
-      decoder: (wire as WireCodecs).requestDecoder,
-    });
-    inputFormat = `kafka-${config.topics.requestCodec}`;
-  } else {
-    if (request.from || request.to) {
-      throw new SluiceError("CONFIG_INVALID", "--from/--to/--range apply to kafka:TOPIC inputs only");
-    }
-    const format = oneOf(
-      request.inputFormat ?? (/\.csv$/i.test(request.input) ? "csv" : "jsonl"),
-      ["jsonl", "csv"],
-      "--input-format",
-    );
-    source = new FileSource({ path: request.input, format, idField, textField });
-    inputFormat = format;
-  }
+  let { source, inputFormat } = createBatchSource(config, request, wire?.requestDecoder);
 
   let sink: BatchSink;
   let stateDir: string;
@@ -140,17 +119,12 @@ export async function createBatchRuntime(
       stateDir,
       shardSize: request.shardSize ?? config.batch.shardSize,
       batchSize: request.batchSize ?? config.batching.maxBatchSize,
-      maxInFlightBatches: Math.max(2, m.workers * 2),
+      maxInFlightBatches: Math.max(2, resolveWorkerCount(m.workers) * 2),
       mode: request.mode ?? "resume",
       tokenizerHash: model.tokenizerHash,
       // Everything here changes output bytes; the model file and tokenizer are covered by model identity.
       outputConfig: {
-        task: m.task,
-        pooling: m.pooling,
-        normalize: m.normalize,
-        maxSequenceTokens: m.maxSequenceTokens,
-        textPrefix: m.textPrefix,
-        labels: m.labels ?? null,
+        ...modelOutputSettings(config),
         inputFormat,
         idField,
         textField,
@@ -163,6 +137,72 @@ export async function createBatchRuntime(
     throw error;
   }
   return { run: () => job.run(), stop: () => job.stop(), close };
+}
+
+/**
+ * The model settings that change what the model returns for a row (the model and tokenizer files are
+ * covered by the model version); part of every batch and backfill manifest's config digest.
+ */
+export function modelOutputSettings(config: SluiceConfig): Record<string, unknown> {
+  const m = config.model;
+  return {
+    task: m.task,
+    pooling: m.pooling,
+    normalize: m.normalize,
+    maxSequenceTokens: m.maxSequenceTokens,
+    textPrefix: m.textPrefix,
+    labels: m.labels ?? null,
+  };
+}
+
+/** The input rows of a batch or backfill run: a file, or a topic range (`kafka:TOPIC`). */
+export interface BatchSourceRequest {
+  /** FILE.jsonl, FILE.csv or kafka:TOPIC. */
+  input: string;
+  /** File input format: jsonl or csv. Default: from the file extension. */
+  inputFormat?: string;
+  /** Default config batch.idField. */
+  idField?: string;
+  /** Default config batch.textField. */
+  textField?: string;
+  /** Topic inputs only: range start and (exclusive) end specs (src/batch/offset-spec.ts). */
+  from?: string;
+  to?: string;
+}
+
+/**
+ * The source for `--input`, shared by `sluice batch` and `sluice backfill submit`; `inputFormat` is what
+ * the manifest records (jsonl, csv, kafka-json, kafka-avro, kafka-avro-registry). Topic inputs decode
+ * with `decoder` (src/app/wire-codecs.ts) when given, needed for avro-registry.
+ */
+export function createBatchSource(
+  config: SluiceConfig,
+  request: BatchSourceRequest,
+  decoder?: RequestDecoder,
+): { source: BatchSource; inputFormat: string } {
+  const idField = request.idField ?? config.batch.idField;
+  const textField = request.textField ?? config.batch.textField;
+  const inputTopic = kafkaTopic(request.input, "--input");
+  if (inputTopic !== null) {
+    const source = new KafkaRangeSource({
+      kafka: createKafka(config.kafka, undefined, { clientId: `${config.kafka.clientId}-batch` }),
+      topic: inputTopic,
+      from: request.from ?? null,
+      to: request.to ?? null,
+      defaultCodec: config.topics.requestCodec,
+      ...(decoder ? { decoder } : {}),
+    });
+    return { source, inputFormat: `kafka-${config.topics.requestCodec}` };
+  }
+  if (request.from || request.to) {
+    throw new SluiceError("CONFIG_INVALID", "--from/--to/--range apply to kafka:TOPIC inputs only");
+  }
+  const format = oneOf(
+    request.inputFormat ?? (/\.csv$/i.test(request.input) ? "csv" : "jsonl"),
+    ["jsonl", "csv"],
+    "--input-format",
+  );
+  return { source: new FileSource({ path: request.input, format, idField, textField }), inputFormat: format };
 }
 
 /**

@@ -48,7 +48,10 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
   });
   // `instance_id`, not `instance`: Prometheus sets `instance` to the scrape target and would rename ours
   // to `exported_instance`.
-  const metrics = new SluiceMetrics({ defaultLabels: { instance_id: config.observability.instanceId } });
+  const metrics = new SluiceMetrics({
+    defaultLabels: { instance_id: config.observability.instanceId },
+    backfillTopics: config.topics.backfill,
+  });
   const detachMetrics = metrics.attach(events);
   // One request-log line per micro-batch (counts, timings, hashed ids); skipped above level info.
   const detachBatchLog = new BatchLog({ logger: logger.child({ component: "batch-log" }) }).attach(events);
@@ -68,12 +71,14 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
   };
   const kafka = createKafka(config.kafka, logger.child({ component: "kafkajs" }));
   await ensureTopics(kafka, {
-    requests: config.topics.requests,
+    // Backfill topics are inputs too: created like request topics, each with its dedup changelog.
+    requests: [...config.topics.requests, ...config.topics.backfill],
     results: config.topics.results,
     deadLetters: config.topics.deadLetters,
     dedupChangelog: config.topics.dedupChangelog,
     groupId: config.consumer.groupId,
     freshness: config.topics.freshness,
+    backfillResults: config.topics.backfillResults,
     partitions: config.topics.partitions,
     replicationFactor: config.topics.replicationFactor,
   });
@@ -116,7 +121,7 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
   const lag = new LagMonitor({
     kafka,
     groupId: config.consumer.groupId,
-    topics: config.topics.requests,
+    topics: [...config.topics.requests, ...config.topics.backfill],
     events,
     // Lag seconds of owned partitions from the records this instance holds, no broker read; and only
     // owned partitions, so a sample never joins a throwaway group (the owners report the others).

@@ -1,6 +1,8 @@
 import { systemClock } from "../batching/micro-batcher.js";
 import { ResultEncoder } from "../contracts/result-codec.js";
 import { CompletionBuilder } from "../delivery/completion-builder.js";
+import { fallbackPolicyFor } from "../fallback/fallback-policy.js";
+import { FallbackRules } from "../fallback/fallback-rules.js";
 import { ConsumerLoop } from "../kafka/consumer-loop.js";
 import { PartitionCommitter } from "../kafka/partition-committer.js";
 import { KafkaRestoreSources } from "../kafka/restore-sources.js";
@@ -24,7 +26,8 @@ export function createStreamProcessor(options: StreamProcessorOptions): StreamPr
   const source = new ConsumerLoop({
     kafka: o.kafka,
     groupId: o.groupId,
-    topics: o.requestTopics,
+    // One group consumes both lanes (docs/lanes.md).
+    topics: [...o.requestTopics, ...o.backfillTopics],
     sessionTimeoutMs: o.sessionTimeoutMs,
     heartbeatIntervalMs: o.heartbeatIntervalMs,
     maxBytesPerPartition: o.maxBytesPerPartition,
@@ -61,6 +64,7 @@ export function createStreamProcessor(options: StreamProcessorOptions): StreamPr
   const encoder = o.codecs?.resultEncoder ?? new ResultEncoder({ codec: o.resultCodec });
   const completions = new CompletionBuilder({
     resultsTopic: o.resultsTopic,
+    backfillResultsTopic: o.backfillResultsTopic ?? o.resultsTopic,
     deadLetterTopic: o.deadLetterTopic,
     encodeResult: (result) => encoder.encode(result),
     // Fits one transaction and one send (and so the broker's default message size limit).
@@ -77,5 +81,10 @@ export function createStreamProcessor(options: StreamProcessorOptions): StreamPr
     clock: systemClock,
     changelogTopicOf: (topic) => changelogTopicFor(o.dedupChangelogBase, o.groupId, topic),
     ...(o.codecs ? { decoder: o.codecs.requestDecoder } : {}),
+    // Loaded and validated once, here; a bad file stops start-up with CONFIG_INVALID.
+    fallback: fallbackPolicyFor(
+      { rulesPath: o.fallbackRulesPath, maxOnlineQueue: o.fallbackMaxOnlineQueue, modelTask: o.model.task },
+      (path) => FallbackRules.load(path),
+    ),
   });
 }

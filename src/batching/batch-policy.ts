@@ -13,11 +13,11 @@
  *  3. tokens ≥ maxBatchTokens                     → tokens
  *  4. earliestDeadline − estimatedInferenceMs ≤ now → deadline (waiting longer would miss it)
  *  5. now − oldestEnqueuedAt ≥ maxWaitMs          → wait
- * `take` is always the longest arrival-order prefix with ≤ maxBatchSize items and ≤ maxBatchTokens
+ * `take` is always the longest prefix (in queue order) with ≤ maxBatchSize items and ≤ maxBatchTokens
  * tokens, and at least 1 (a single item above maxBatchTokens goes alone). Otherwise `waitMs` says
  * when the next rule can fire (Infinity for an empty queue: no timer needed).
  */
-export type FlushReason = "size" | "tokens" | "wait" | "deadline" | "shutdown";
+export type FlushReason = "size" | "tokens" | "wait" | "deadline" | "shutdown" | "fill";
 
 export interface BatchPolicyOptions {
   /** Most items per batch. Positive integer. */
@@ -104,4 +104,57 @@ export function validateBatchPolicyOptions(opts: BatchPolicyOptions, component =
       `${component}: estimatedInferenceMs must be a finite number ≥ 0, got ${String(est)}`,
     );
   }
+}
+
+/**
+ * The two lanes of the streaming processor (docs/lanes.md). Structurally the same as
+ * `contracts/lane.ts` `Lane`; `batching` imports nothing of ours, so it names its own.
+ */
+export type BatchLane = "online" | "backfill";
+
+export interface LaneQueueState {
+  /** The online lane, in dispatch order: earliest deadline first (`tokenAt(0)` is the earliest). */
+  online: QueueState;
+  /** The backfill lane, in arrival order. Its deadlines and wait times play no part. */
+  backfill: QueueState;
+  /** Online batches handed out and not finished yet, and the most that may be. */
+  onlineRunning: number;
+  onlineSlots: number;
+  /** Backfill batches handed out and not finished yet. */
+  backfillRunning: number;
+  /** Most backfill batches out at once (the processor uses `batching.maxInFlightBatches`). */
+  backfillSlots: number;
+}
+
+export type LaneDecision =
+  | { flush: true; lane: BatchLane; reason: FlushReason; take: number }
+  | { flush: false; waitMs: number };
+
+/**
+ * Priority between the lanes, a pure function like `decideBatch` (DESIGN.md §6.7, §6.19: priority
+ * levels as separate queues served in order, after Triton's `priority_levels`):
+ *  1. the online lane's rules (`decideBatch`: shutdown, size, tokens, deadline, wait) come first,
+ *     once an online slot is free (a batch forms when it can start, so it keeps filling while it
+ *     waits and its items are the earliest deadlines at that moment); the queue is ordered by
+ *     deadline, so the prefix taken is the earliest deadlines;
+ *  2. a closing backfill lane flushes (`shutdown`);
+ *  3. backfill fills the model (`fill`) only while no online item waits and a backfill slot is
+ *     free: it never forms batches ahead of time, so an online item never waits behind backfill work
+ *     that has not started (once handed out, the model runs backfill calls only while no online call
+ *     is queued: `ModelPort.run`'s `lane`);
+ *  4. otherwise wait for the online lane's next rule (Infinity: re-evaluated when an item arrives or
+ *     a backfill batch finishes).
+ * A backfill batch takes the longest arrival-order prefix within maxBatchSize and maxBatchTokens.
+ */
+export function decideLanes(q: LaneQueueState, nowMs: number, opts: BatchPolicyOptions): LaneDecision {
+  const slotFree = q.onlineRunning < q.onlineSlots || q.online.closing;
+  const online = slotFree ? decideBatch(q.online, nowMs, opts) : { flush: false as const, waitMs: Infinity };
+  if (online.flush) return { ...online, lane: "online" };
+  if (q.backfill.count > 0) {
+    if (q.backfill.closing)
+      return { flush: true, lane: "backfill", reason: "shutdown", take: takeCount(q.backfill, opts) };
+    if (q.online.count === 0 && q.backfillRunning < q.backfillSlots)
+      return { flush: true, lane: "backfill", reason: "fill", take: takeCount(q.backfill, opts) };
+  }
+  return online;
 }

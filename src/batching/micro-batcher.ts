@@ -5,6 +5,7 @@ import {
   type QueueState,
   validateBatchPolicyOptions,
 } from "./batch-policy.js";
+import { FlushTimer } from "./flush-timer.js";
 
 /**
  * Collects items into batches by size, tokens, wait time and deadlines (see batch-policy.ts) and
@@ -72,8 +73,7 @@ export class MicroBatcher<T> {
   /** Earliest deadline among queued items; exact after add, recomputed by scan after removals. */
   private earliestDeadline: number | null = null;
 
-  private timer: unknown = undefined;
-  private timerDueAtMs = Number.POSITIVE_INFINITY;
+  private readonly timer: FlushTimer;
   private closing = false;
   private closed = false;
   private evaluating = false;
@@ -90,6 +90,9 @@ export class MicroBatcher<T> {
     if (typeof opts.onBatch !== "function") throw new TypeError("MicroBatcher: onBatch must be a function");
     this.clock = opts.clock ?? systemClock;
     this.onBatch = opts.onBatch;
+    this.timer = new FlushTimer(this.clock, () => {
+      if (!this.closed) this.evaluate();
+    });
   }
 
   get size(): number {
@@ -125,7 +128,7 @@ export class MicroBatcher<T> {
       const decision = decideBatch(this.state(true), this.clock.now(), this.policy);
       this.emit(reason, decision.flush ? decision.take : this.size);
     }
-    this.cancelTimer();
+    this.timer.cancel();
   }
 
   /** Removes queued items matching `predicate` (e.g. of a revoked partition); returns how many. */
@@ -155,7 +158,7 @@ export class MicroBatcher<T> {
     this.enqueued = keep.enqueued;
     this.head = 0;
     this.recomputeAggregates();
-    if (this.size === 0) this.cancelTimer();
+    if (this.size === 0) this.timer.cancel();
     else this.evaluate();
     return dropped;
   }
@@ -202,39 +205,11 @@ export class MicroBatcher<T> {
           this.emit(decision.reason, decision.take);
           continue;
         }
-        this.schedule(decision.waitMs, now);
+        this.timer.schedule(decision.waitMs, now);
         return;
       }
     } finally {
       this.evaluating = false;
-    }
-  }
-
-  private schedule(waitMs: number, now: number): void {
-    if (!Number.isFinite(waitMs)) {
-      this.cancelTimer();
-      return;
-    }
-    const dueAt = now + waitMs;
-    // Keep an earlier or equal timer: a timer that fires early just re-evaluates (one timer at most).
-    if (this.timer !== undefined && this.timerDueAtMs <= dueAt) return;
-    this.cancelTimer();
-    this.timerDueAtMs = dueAt;
-    this.timer = this.clock.setTimeout(
-      () => {
-        this.timer = undefined;
-        this.timerDueAtMs = Number.POSITIVE_INFINITY;
-        if (!this.closed) this.evaluate();
-      },
-      Math.max(0, Math.ceil(waitMs)),
-    );
-  }
-
-  private cancelTimer(): void {
-    if (this.timer !== undefined) {
-      this.clock.clearTimeout(this.timer);
-      this.timer = undefined;
-      this.timerDueAtMs = Number.POSITIVE_INFINITY;
     }
   }
 

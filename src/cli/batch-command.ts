@@ -115,7 +115,8 @@ async function runBatchCommand(opts: BatchCliOptions, config: SluiceConfig): Pro
   }
 }
 
-function intOption(flag: string, value: string | undefined): number | undefined {
+/** A positive integer flag (undefined when not given); CONFIG_INVALID naming the flag otherwise. */
+export function intOption(flag: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
   const n = Number(value);
   if (!Number.isInteger(n) || n <= 0) {

@@ -1,6 +1,7 @@
 import { Command } from "commander";
 import { packageVersion } from "../config/project-paths.js";
 import { isSluiceError } from "../sluice-error.js";
+import * as backfillCommand from "./backfill-command.js";
 import * as batchCommand from "./batch-command.js";
 import * as configCommand from "./config-command.js";
 import * as demoCommand from "./demo-command.js";
@@ -25,6 +26,7 @@ const COMMANDS: { register(program: Command): void }[] = [
   demoCommand,
   statusCommand,
   batchCommand,
+  backfillCommand,
   planCommand,
   modelCommand,
   inferCommand,

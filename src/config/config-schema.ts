@@ -58,6 +58,10 @@ export const topicsSchema = z
       .min(1, { error: "no request topics: name at least one" })
       .default(["sluice.requests"])
       .describe("Request topics to consume (one or more)."),
+    backfill: z
+      .array(topicName())
+      .default([])
+      .describe("Backfill topics: a second, lower-priority lane consumed by the same group (docs/lanes.md)."),
     results: topicName().default("sluice.results").describe("Topic results are published to."),
     deadLetters: topicName()
       .default("sluice.dead-letters")
@@ -68,6 +72,14 @@ export const topicsSchema = z
         "Base name of the compacted dedup changelogs, one per group and request topic: <base>.<groupId>.<topic>.",
       ),
     freshness: topicName().default("sluice.freshness").describe("Topic for freshness heartbeats."),
+    runs: topicName()
+      .default("sluice.runs")
+      .describe(
+        "Compacted topic of backfill run manifests, keyed by run id (sluice backfill; created on first submit).",
+      ),
+    backfillResults: topicName()
+      .optional()
+      .describe("Topic results of the backfill lane go to; unset = topics.results."),
     requestCodec: z
       .enum(["json", "avro", "avro-registry"])
       .default("json")
@@ -205,7 +217,10 @@ export const modelSchema = z
       .describe(
         "Map from logical input (input_ids, attention_mask, token_type_ids) to the model's input name.",
       ),
-    workers: positiveInt().default(1).describe("Inference worker threads."),
+    workers: z
+      .union([z.literal("auto"), positiveInt()])
+      .default("auto")
+      .describe("Inference worker threads: a number, or auto = available cores − 1, at least 1."),
     intraOpThreads: positiveInt().default(1).describe("onnxruntime intra-op threads per worker."),
     textPrefix: z
       .string()
@@ -225,6 +240,21 @@ export const modelSchema = z
       ),
   })
   .describe("The ONNX model and its tokenizer.");
+
+export const fallbackSchema = z
+  .strictObject({
+    rulesPath: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        "YAML file of fallback rules for online requests of a classification model (docs/lanes.md); unset = no fallback.",
+      ),
+    maxOnlineQueue: positiveInt()
+      .default(512)
+      .describe("Online requests held (queued or inferring) at which new ones get the fallback (overload)."),
+  })
+  .describe("Fallback answers when the model misses its SLA.");
 
 export const observabilitySchema = z
   .strictObject({
@@ -332,6 +362,7 @@ export const sluiceConfigSchema = z
     batching: batchingSchema.prefault({}),
     delivery: deliverySchema.prefault({}),
     model: modelSchema.prefault({}),
+    fallback: fallbackSchema.prefault({}),
     observability: observabilitySchema.prefault({}),
     batch: batchSchema.prefault({}),
     shutdown: shutdownSchema.prefault({}),
@@ -401,8 +432,65 @@ export const sluiceConfigSchema = z
         });
       }
     }
+    // The backfill lane (docs/lanes.md): its topics are inputs, so they may be neither online inputs
+    // nor outputs.
+    for (const topic of c.topics.backfill) {
+      if (inputs.has(topic)) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["topics", "backfill"],
+          input: c.topics.backfill,
+          message: `"${topic}" is also in topics.requests: a topic is either online (topics.requests) or backfill (topics.backfill), not both`,
+        });
+      }
+    }
+    const backfill = new Set(c.topics.backfill);
+    for (const key of ["results", "deadLetters", "dedupChangelog", "freshness"] as const) {
+      if (backfill.has(c.topics[key])) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["topics", "backfill"],
+          input: c.topics.backfill,
+          message: `"${c.topics[key]}" is also topics.${key}: a backfill topic that is also an output topic would make Sluice consume its own output`,
+        });
+      }
+    }
+    // Backfill runs (docs/lanes.md, "Backfill runs"): the runs topic and the backfill results topic are
+    // outputs, so neither may be an input; the runs topic is compacted and holds manifests only.
+    const allInputs = new Set([...c.topics.requests, ...c.topics.backfill]);
+    const backfillOutputs = [
+      ["runs", c.topics.runs],
+      ["backfillResults", c.topics.backfillResults],
+    ] as const;
+    for (const [key, topic] of backfillOutputs) {
+      if (topic !== undefined && allInputs.has(topic)) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["topics", key],
+          input: topic,
+          message:
+            "must differ from every topic in topics.requests and topics.backfill: Sluice would consume its own output",
+        });
+      }
+    }
+    const runsClash = (
+      ["results", "deadLetters", "dedupChangelog", "freshness", "backfillResults"] as const
+    ).find((key) => c.topics[key] === c.topics.runs);
+    if (runsClash) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["topics", "runs"],
+        input: c.topics.runs,
+        message: `must differ from topics.${runsClash}: the runs topic is compacted and holds run manifests only`,
+      });
+    }
   })
   .describe("Sluice configuration.");
+
+/** Where backfill results go: `topics.backfillResults`, else `topics.results` (the one home of that default). */
+export function backfillResultsTopic(topics: SluiceConfig["topics"]): string {
+  return topics.backfillResults ?? topics.results;
+}
 
 /** The configuration with every default applied (what an empty file and no overrides give). */
 export function defaultConfig(): SluiceConfig {

@@ -12,7 +12,15 @@ export interface InferenceRequest {
   attributes?: Record<string, string> | null;
 }
 
-export type ResultStatus = "ok" | "expired" | "rejected" | "error";
+export type ResultStatus = "ok" | "expired" | "rejected" | "error" | "fallback";
+
+/**
+ * Why a request was answered by the fallback rules instead of the model (docs/lanes.md): predicted to
+ * miss its deadline, the model failed for it, or the online queue was over its bound.
+ */
+export type FallbackReason = "deadline" | "model_error" | "overload";
+
+export const FALLBACK_REASONS: readonly FallbackReason[] = ["deadline", "model_error", "overload"];
 
 export type InferenceOutput =
   | { embedding: number[]; label?: undefined; scores?: undefined }
@@ -41,4 +49,8 @@ export interface InferenceResult {
   /** True when the text was cut to `maxSequenceTokens`. */
   truncated?: boolean;
   error?: { code: string; message: string } | null;
+  /** Set when status is `fallback`: why the rules answered instead of the model. */
+  fallbackReason?: FallbackReason | null;
+  /** The backfill run of the request (its `sluice.run-id` header); absent for online requests. */
+  runId?: string | null;
 }

@@ -1,6 +1,6 @@
 import { avroType } from "./avro-schemas.js";
 import { type Codec, codecFromHeaders, contentTypeFor, isCodec, type RecordHeaders } from "./codec.js";
-import type { InferenceOutput, InferenceResult, ResultStatus } from "./inference.js";
+import type { FallbackReason, InferenceOutput, InferenceResult, ResultStatus } from "./inference.js";
 import { frameRegistryPayload } from "./registry-wire.js";
 
 /**
@@ -85,7 +85,7 @@ export function decodeResult(
   return normalize(obj);
 }
 
-const STATUSES = new Set<ResultStatus>(["ok", "expired", "rejected", "error"]);
+const STATUSES = new Set<ResultStatus>(["ok", "expired", "rejected", "error", "fallback"]);
 
 interface AvroOutput {
   embedding: number[] | null;
@@ -93,10 +93,13 @@ interface AvroOutput {
   scores: Record<string, number> | null;
 }
 
-interface AvroResult extends Omit<InferenceResult, "output" | "truncated" | "error"> {
+interface AvroResult
+  extends Omit<InferenceResult, "output" | "truncated" | "error" | "fallbackReason" | "runId"> {
   output: AvroOutput | null;
   truncated: boolean;
   error: { code: string; message: string } | null;
+  fallbackReason: string | null;
+  runId: string | null;
 }
 
 function normalizeOutput(output: InferenceOutput | null | undefined): InferenceOutput | null {
@@ -128,6 +131,9 @@ function normalize(result: InferenceResult): InferenceResult {
     attributes: result.attributes ?? null,
     truncated: result.truncated ?? false,
     error: result.error ?? null,
+    // Optional fields appear only when set, so results without them keep their old shape.
+    ...(result.fallbackReason ? { fallbackReason: result.fallbackReason } : {}),
+    ...(result.runId ? { runId: result.runId } : {}),
   };
 }
 
@@ -142,8 +148,14 @@ function toAvro(result: InferenceResult): AvroResult {
         : out.embedding !== undefined
           ? { embedding: out.embedding, label: null, scores: null }
           : { embedding: null, label: out.label, scores: out.scores },
+    // The Avro status enum keeps its original symbols: readers of the first schema have no enum
+    // default, so a new symbol would make every new record unreadable for them (docs/contracts.md).
+    // A fallback result is `ok` plus `fallbackReason` on the Avro wire.
+    status: n.status === "fallback" ? "ok" : n.status,
     truncated: n.truncated ?? false,
     error: n.error ?? null,
+    fallbackReason: n.fallbackReason ?? null,
+    runId: n.runId ?? null,
   };
 }
 
@@ -156,5 +168,10 @@ function fromAvro(r: AvroResult): InferenceResult {
         ? { embedding: out.embedding }
         : { label: out.label ?? "", scores: out.scores ?? {} };
   }
-  return normalize({ ...r, output });
+  // `ok` + fallbackReason on the Avro wire is a fallback result (see toAvro).
+  const fallback =
+    r.fallbackReason !== null
+      ? { status: "fallback" as const, fallbackReason: r.fallbackReason as FallbackReason }
+      : { fallbackReason: null };
+  return normalize({ ...r, output, ...fallback });
 }

@@ -1,4 +1,5 @@
 import type { InferenceResult } from "../contracts/inference.js";
+import { RUN_ID_HEADER } from "../contracts/lane.js";
 import {
   buildDeadLetter,
   buildPayloadlessDeadLetter,
@@ -11,6 +12,8 @@ import { type ResultContext, type ResultOutcome, routeOutcome } from "./result-b
 
 export interface CompletionBuilderOptions {
   resultsTopic: string;
+  /** Where results of the backfill lane go (`topics.backfillResults`). Default: `resultsTopic`. */
+  backfillResultsTopic?: string;
   deadLetterTopic: string;
   /** Encodes a result for the results topic (the configured result codec); may throw. */
   encodeResult: (result: InferenceResult) => { value: Buffer; headers: Record<string, string> };
@@ -87,10 +90,13 @@ export class CompletionBuilder {
         ctx.request.id,
       );
     }
+    // Backfill results go to their own topic and carry the run id as a header too, so `backfill
+    // status`/`export` find a run's results without decoding every record of a shared topic.
+    const backfill = ctx.lane === "backfill";
+    const topic = backfill ? (this.o.backfillResultsTopic ?? this.o.resultsTopic) : this.o.resultsTopic;
+    const headers = ctx.runId ? { ...encoded.headers, [RUN_ID_HEADER]: ctx.runId } : encoded.headers;
     return {
-      outputs: [
-        { topic: this.o.resultsTopic, key: ctx.request.id, value: encoded.value, headers: encoded.headers },
-      ],
+      outputs: [{ topic, key: ctx.request.id, value: encoded.value, headers }],
       changelog,
       outcome: "result",
       status: route.result.status,

@@ -21,7 +21,9 @@ export interface RecordCompletion {
   outputs: OutboundMessage[];
   changelog: OutboundMessage[];
   outcome: "result" | "dead_letter" | "duplicate";
-  status?: "ok" | "expired" | "rejected" | "error";
+  status?: "ok" | "expired" | "rejected" | "error" | "fallback";
+  /** Set when status is fallback (docs/lanes.md). */
+  fallbackReason?: "deadline" | "model_error" | "overload";
   errorCode?: string;
   /** Timestamp of the input record, epoch ms. */
   recordTimestampMs: number;

@@ -1,9 +1,12 @@
 import type {
+  FallbackReason,
+  InferenceOutput,
   InferenceRequest,
   InferenceResult,
   ModelIdentity,
   ResultStatus,
 } from "../contracts/inference.js";
+import type { Lane } from "../contracts/lane.js";
 import type { ItemOutcome } from "../model/model-port.js";
 
 /**
@@ -20,7 +23,19 @@ import type { ItemOutcome } from "../model/model-port.js";
  * no result is written for that request. `buildResult` can still build a status-error result (batch
  * mode writes those to its error output); `routeOutcome` applies the streaming rule.
  */
-export type ResultOutcome = ItemOutcome | { ok: false; code: "DEADLINE_EXCEEDED"; message: string };
+export type ResultOutcome =
+  | ItemOutcome
+  | { ok: false; code: "DEADLINE_EXCEEDED"; message: string }
+  | FallbackOutcome;
+
+/** A request the fallback rules answered instead of the model (status `fallback`, docs/lanes.md). */
+export interface FallbackOutcome {
+  ok: true;
+  output: InferenceOutput;
+  tokens: 0;
+  truncated: false;
+  fallbackReason: FallbackReason;
+}
 
 export interface ResultContext {
   request: InferenceRequest;
@@ -35,6 +50,10 @@ export interface ResultContext {
   batchSize: number;
   /** Epoch ms. */
   completedAt: number;
+  /** The request's lane (default online); backfill results go to the backfill results topic. */
+  lane?: Lane;
+  /** The backfill run of the request (header `sluice.run-id`); set on the result as `runId`. */
+  runId?: string;
 }
 
 export type OutcomeRoute =
@@ -42,7 +61,7 @@ export type OutcomeRoute =
   | { kind: "dead_letter"; error: { code: string; message: string; stage: "model" } };
 
 export function statusOf(outcome: ResultOutcome): ResultStatus {
-  if (outcome.ok) return "ok";
+  if (outcome.ok) return "fallbackReason" in outcome ? "fallback" : "ok";
   switch (outcome.code) {
     case "DEADLINE_EXCEEDED":
       return "expired";
@@ -80,6 +99,8 @@ export function buildResult(ctx: ResultContext, outcome: ResultOutcome): Inferen
     attributes: ctx.request.attributes ?? null,
     truncated: outcome.ok ? outcome.truncated : false,
     error: outcome.ok ? null : { code: outcome.code, message: outcome.message },
+    ...(outcome.ok && "fallbackReason" in outcome ? { fallbackReason: outcome.fallbackReason } : {}),
+    ...(ctx.runId ? { runId: ctx.runId } : {}),
   };
 }
 

@@ -334,6 +334,7 @@ export class PartitionCommitter {
         outcome: c.outcome,
         endToEndMs: now - c.recordTimestampMs,
         ...(c.status ? { status: c.status } : {}),
+        ...(c.fallbackReason ? { fallbackReason: c.fallbackReason } : {}),
         ...(c.errorCode ? { errorCode: c.errorCode } : {}),
         ...(c.deadLetter ? { deadLetter: c.deadLetter } : {}),
       });

@@ -12,6 +12,8 @@ export interface TopicLayout {
   /** Consumer group whose changelogs to create (the changelog is scoped by group). */
   groupId: string;
   freshness?: string;
+  /** Where backfill-lane results go when that is not `results` (`topics.backfillResults`). */
+  backfillResults?: string;
   /** Partitions for topics Sluice creates. */
   partitions: number;
   replicationFactor: number;
@@ -64,7 +66,12 @@ export async function ensureTopics(kafka: Kafka, layout: TopicLayout): Promise<M
       return new Map(meta.topics.map((t) => [t.name, t.partitions.length]));
     };
     let existing = await wanted();
-    const plain = [layout.results, layout.deadLetters, ...(layout.freshness ? [layout.freshness] : [])];
+    const plain = [
+      layout.results,
+      layout.deadLetters,
+      ...(layout.freshness ? [layout.freshness] : []),
+      ...(layout.backfillResults ? [layout.backfillResults] : []),
+    ];
     const create = [...layout.requests, ...plain]
       .filter((t, i, all) => all.indexOf(t) === i && !existing.has(t))
       .map((topic) => ({

@@ -73,3 +73,30 @@ export function padSequences(sequences: readonly Int32Array[], seqLen: number): 
   });
   return { inputIds, attentionMask };
 }
+
+/**
+ * Cuts sub-batches into slices of at most `maxRows` rows, each padded to its own longest item: the
+ * backfill lane's ORT calls stay short, so an online call waits for at most one slice per worker
+ * (docs/lanes.md).
+ */
+export function sliceSubBatches(
+  plan: readonly SubBatch[],
+  lengths: readonly number[],
+  maxRows: number,
+): SubBatch[] {
+  const out: SubBatch[] = [];
+  for (const sub of plan) {
+    for (let start = 0; start < sub.indices.length; start += maxRows) {
+      const indices = sub.indices.slice(start, start + maxRows);
+      let seqLen = 0;
+      let realTokens = 0;
+      for (const i of indices) {
+        const l = lengths[i] ?? 0;
+        realTokens += l;
+        if (l > seqLen) seqLen = l;
+      }
+      out.push({ indices, seqLen, realTokens });
+    }
+  }
+  return out;
+}

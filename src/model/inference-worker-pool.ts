@@ -2,6 +2,7 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { Worker } from "node:worker_threads";
+import type { Lane } from "../contracts/lane.js";
 import { SluiceError } from "../sluice-error.js";
 import type {
   TensorInfo,
@@ -34,6 +35,50 @@ interface Slot {
 }
 
 // The worker sits next to this module: `.ts` under vitest/tsx, `.js` in dist/.
+/**
+ * Waiting jobs, one FIFO per lane (head index, no `Array.shift`, DESIGN.md §6.10). A free worker
+ * takes the oldest online job, and a backfill job only when no online job waits, so an online call
+ * waits at most for the calls already running (docs/lanes.md, "Slices").
+ */
+class LaneJobQueue {
+  private readonly lanes: Record<Lane, { items: Pending[]; head: number }> = {
+    online: { items: [], head: 0 },
+    backfill: { items: [], head: 0 },
+  };
+
+  push(p: Pending, lane: Lane): void {
+    this.lanes[lane].items.push(p);
+  }
+
+  next(): Pending | undefined {
+    for (const lane of ["online", "backfill"] as const) {
+      const q = this.lanes[lane];
+      if (q.head >= q.items.length) continue;
+      const p = q.items[q.head++] as Pending;
+      if (q.head === q.items.length) {
+        q.items.length = 0;
+        q.head = 0;
+      } else if (q.head > 64 && q.head * 2 > q.items.length) {
+        q.items.splice(0, q.head);
+        q.head = 0;
+      }
+      return p;
+    }
+    return undefined;
+  }
+
+  /** Removes and returns every waiting job. */
+  drain(): Pending[] {
+    const out: Pending[] = [];
+    for (const q of Object.values(this.lanes)) {
+      out.push(...q.items.slice(q.head));
+      q.items.length = 0;
+      q.head = 0;
+    }
+    return out;
+  }
+}
+
 const selfPath = fileURLToPath(import.meta.url);
 const workerPath = selfPath.replace(/inference-worker-pool\.(ts|js)$/, "inference-worker.$1");
 
@@ -63,15 +108,14 @@ function tsxEsmApiUrl(): string {
 }
 
 /**
- * A fixed set of worker threads, one ORT session each, fed from one FIFO queue. A worker that dies
+ * A fixed set of worker threads, one ORT session each, fed from one FIFO queue per lane. A worker that dies
  * fails only its in-flight job (the runner retries items alone) and is replaced.
  */
 export class InferenceWorkerPool {
   readonly inputs: TensorInfo[];
   readonly outputs: TensorInfo[];
   private readonly slots: Slot[] = [];
-  private readonly queue: Pending[] = [];
-  private queueHead = 0;
+  private readonly queue = new LaneJobQueue();
   private nextJobId = 1;
   private closing: Promise<void> | null = null;
 
@@ -101,19 +145,20 @@ export class InferenceWorkerPool {
     return this.slots.length;
   }
 
-  run(job: InferenceJob): Promise<InferenceJobResult> {
+  /** Queues one ORT call; `lane` backfill runs only while no online call waits. */
+  run(job: InferenceJob, lane: Lane = "online"): Promise<InferenceJobResult> {
     if (this.closing !== null) {
       return Promise.reject(new SluiceError("INTERNAL", "model runner is closed; create a new one"));
     }
     return new Promise((resolve, reject) => {
-      this.queue.push({ job, resolve, reject });
+      this.queue.push({ job, resolve, reject }, lane);
       this.dispatch();
     });
   }
 
   close(): Promise<void> {
     this.closing ??= (async () => {
-      const pending = this.queue.splice(this.queueHead);
+      const pending = this.queue.drain();
       for (const p of pending)
         p.reject(new SluiceError("INTERNAL", "model runner closed before the job ran"));
       // Let jobs already inside a worker finish (one ORT call each, bounded): terminating a thread
@@ -177,8 +222,7 @@ export class InferenceWorkerPool {
       this.adopt(worker);
     } catch (error) {
       if (this.slots.length === 0) {
-        const pending = this.queue.splice(this.queueHead);
-        this.queueHead = 0;
+        const pending = this.queue.drain();
         for (const p of pending) {
           p.reject(new SluiceError("MODEL_LOAD_FAILED", `no inference worker could be restarted: ${error}`));
         }
@@ -189,13 +233,8 @@ export class InferenceWorkerPool {
   private dispatch(): void {
     for (const slot of this.slots) {
       if (slot.busy !== null) continue;
-      if (this.queueHead >= this.queue.length) break;
-      const pending = this.queue[this.queueHead++]!;
-      // Compact occasionally instead of Array.shift on every job (DESIGN.md §6.10).
-      if (this.queueHead > 64 && this.queueHead * 2 > this.queue.length) {
-        this.queue.splice(0, this.queueHead);
-        this.queueHead = 0;
-      }
+      const pending = this.queue.next();
+      if (pending === undefined) break;
       slot.busy = pending;
       slot.jobId = this.nextJobId++;
       const { job } = pending;

@@ -1,4 +1,5 @@
 import type { InferenceOutput, ModelIdentity } from "../contracts/inference.js";
+import type { Lane } from "../contracts/lane.js";
 
 /**
  * What the streaming processor and batch mode need from a model. `ModelRunner` (worker pool over
@@ -21,6 +22,14 @@ export interface BatchRunStats {
   paddedTokens: number;
 }
 
+export interface ModelRunOptions {
+  /**
+   * `backfill`: this batch's ORT calls run only while no online call waits, and are cut into slices
+   * of at most `backfillSliceRows` rows (docs/lanes.md). Default `online`.
+   */
+  lane?: Lane;
+}
+
 export interface ModelPort {
   readonly identity: ModelIdentity;
   readonly task: ModelTask;
@@ -32,7 +41,10 @@ export interface ModelPort {
   /** Token count after truncation, used by token-bounded batching. Cheap; runs on the caller's thread. */
   countTokens(text: string): number;
   /** Runs one batch; outcomes come back in input order, one per item. Never rejects for one bad item. */
-  run(texts: readonly unknown[]): Promise<{ outcomes: ItemOutcome[]; stats: BatchRunStats }>;
+  run(
+    texts: readonly unknown[],
+    options?: ModelRunOptions,
+  ): Promise<{ outcomes: ItemOutcome[]; stats: BatchRunStats }>;
   close(): Promise<void>;
 }
 
@@ -47,10 +59,11 @@ export async function runBatch(
   model: ModelPort,
   texts: readonly unknown[],
   onWholeBatchFailure: "items" | "throw",
+  options?: ModelRunOptions,
 ): Promise<{ outcomes: ItemOutcome[]; stats: BatchRunStats }> {
   let run: { outcomes: ItemOutcome[]; stats: BatchRunStats };
   try {
-    run = await model.run(texts);
+    run = await model.run(texts, options);
   } catch (error) {
     if (onWholeBatchFailure === "throw") throw error;
     const message = `model failed for the whole batch: ${error instanceof Error ? error.message : String(error)}`;

@@ -2,16 +2,18 @@ import { readFile } from "node:fs/promises";
 import { basename } from "node:path";
 import { z } from "zod";
 import type { ModelIdentity } from "../contracts/inference.js";
+import type { Lane } from "../contracts/lane.js";
 import { SluiceError } from "../sluice-error.js";
-import { padSequences, planSubBatches } from "./batch-planner.js";
+import { padSequences, planSubBatches, sliceSubBatches } from "./batch-planner.js";
 import { InferenceWorkerPool } from "./inference-worker-pool.js";
 import { fingerprintModel, type ModelFingerprint } from "./model-fingerprint.js";
-import type { BatchRunStats, ItemOutcome, ModelPort, ModelTask } from "./model-port.js";
+import type { BatchRunStats, ItemOutcome, ModelPort, ModelRunOptions, ModelTask } from "./model-port.js";
 import { type OnnxSummary, readOnnxSummary } from "./onnx-metadata.js";
 import { applyOnnxruntimeTelemetry } from "./onnxruntime-telemetry.js";
 import { classificationOutput, labelsFromMetadata } from "./tasks/classification-task.js";
 import { embeddingOutput } from "./tasks/embedding-task.js";
 import { TextTokenizer } from "./text-tokenizer.js";
+import { resolveWorkerCount } from "./worker-count.js";
 import type { FeedNames, TensorInfo } from "./worker-protocol.js";
 
 const optionsSchema = z
@@ -43,8 +45,8 @@ const optionsSchema = z
       .default({}),
     /** Output to read. Default: last_hidden_state / sentence_embedding (embedding), logits (classification), else the first. */
     outputName: z.string().min(1).optional(),
-    /** Worker threads, one ORT session each. Default 1 (2-core machines: leave a core for Kafka and tokenising). */
-    workers: z.number().int().min(1).max(64).default(1),
+    /** Worker threads, one ORT session each, or "auto" (cores − 1, at least 1: `resolveWorkerCount`). Default "auto". */
+    workers: z.union([z.literal("auto"), z.number().int().min(1).max(64)]).default("auto"),
     /** ORT intra-op threads per session. Default 1. */
     intraOpThreads: z.number().int().min(1).max(64).default(1),
     /** ORT inter-op threads per session (sequential execution uses 1). Default 1. */
@@ -64,6 +66,12 @@ const optionsSchema = z
     textPrefix: z.string().default(""),
     /** Let onnxruntime run its own usage telemetry (see onnxruntime-telemetry.ts). Default false. */
     onnxruntimeTelemetry: z.boolean().default(false),
+    /**
+     * Most rows of one ORT call of a backfill batch (`run(texts, { lane: "backfill" })`): an online call
+     * waits at most for the calls already running, so this bounds its wait (docs/lanes.md). Isolated
+     * items are one row anyway. Default 4.
+     */
+    backfillSliceRows: z.number().int().min(1).max(4096).default(4),
   })
   .strict();
 
@@ -167,7 +175,7 @@ export class ModelRunner implements ModelPort {
         pooling: o.pooling,
         normalize: o.normalize,
       },
-      o.workers,
+      resolveWorkerCount(o.workers),
     );
     try {
       const description = describe(o, pool, fingerprint, summary);
@@ -183,7 +191,11 @@ export class ModelRunner implements ModelPort {
     return this.tokenizer.countTokens(text);
   }
 
-  async run(texts: readonly unknown[]): Promise<{ outcomes: ItemOutcome[]; stats: BatchRunStats }> {
+  async run(
+    texts: readonly unknown[],
+    options: ModelRunOptions = {},
+  ): Promise<{ outcomes: ItemOutcome[]; stats: BatchRunStats }> {
+    const lane = options.lane ?? "online";
     const started = performance.now();
     const outcomes = new Array<ItemOutcome>(texts.length);
     const items: TokenizedItem[] = [];
@@ -193,9 +205,11 @@ export class ModelRunner implements ModelPort {
       else outcomes[index] = { ok: false, code: t.code, message: t.message };
     });
     const lengths = items.map((i) => i.ids.length);
-    const plan = this.description.isolateItems
+    const planned = this.description.isolateItems
       ? lengths.map((len, i) => ({ indices: [i], seqLen: len, realTokens: len }))
       : planSubBatches(lengths, this.options.bucketing);
+    const plan =
+      lane === "backfill" ? sliceSubBatches(planned, lengths, this.options.backfillSliceRows) : planned;
     let realTokens = 0;
     let paddedTokens = 0;
     for (const sub of plan) {
@@ -208,6 +222,7 @@ export class ModelRunner implements ModelPort {
           sub.indices.map((i) => items[i]!),
           sub.seqLen,
           outcomes,
+          lane,
         ),
       ),
     );
@@ -218,21 +233,29 @@ export class ModelRunner implements ModelPort {
     return this.pool.close();
   }
 
-  private async runItems(items: TokenizedItem[], seqLen: number, outcomes: ItemOutcome[]): Promise<void> {
+  private async runItems(
+    items: TokenizedItem[],
+    seqLen: number,
+    outcomes: ItemOutcome[],
+    lane: Lane,
+  ): Promise<void> {
     const { inputIds, attentionMask } = padSequences(
       items.map((i) => i.ids),
       seqLen,
     );
     let result: Awaited<ReturnType<InferenceWorkerPool["run"]>>;
     try {
-      result = await this.pool.run({
-        rows: items.length,
-        seqLen,
-        inputIds,
-        attentionMask,
-        feedNames: this.description.feeds,
-        outputName: this.description.outputName,
-      });
+      result = await this.pool.run(
+        {
+          rows: items.length,
+          seqLen,
+          inputIds,
+          attentionMask,
+          feedNames: this.description.feeds,
+          outputName: this.description.outputName,
+        },
+        lane,
+      );
     } catch (error) {
       if (!(error instanceof SluiceError) || error.code !== "INFERENCE_FAILED") throw error;
       if (items.length === 1) {
@@ -241,7 +264,7 @@ export class ModelRunner implements ModelPort {
         return;
       }
       // One bad item must not fail its neighbours: retry each alone to find it.
-      await Promise.all(items.map((item) => this.runItems([item], item.ids.length, outcomes)));
+      await Promise.all(items.map((item) => this.runItems([item], item.ids.length, outcomes, lane)));
       return;
     }
     const { data, dim } = result;

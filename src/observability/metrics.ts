@@ -14,6 +14,8 @@ export interface SluiceMetricsOptions {
   defaultLabels?: Record<string, string>;
   /** Clock for freshness (epoch ms). Default `Date.now`. */
   nowMs?: () => number;
+  /** Topics of the backfill lane (`topics.backfill`): their records get `lane="backfill"`. Default none. */
+  backfillTopics?: readonly string[];
 }
 
 /** Every Sluice metric name, so dashboards and alert rules can be checked against the registry. */
@@ -32,6 +34,7 @@ export const SLUICE_METRIC_NAMES = [
   "sluice_expired_total",
   "sluice_transactions_total",
   "sluice_model_info",
+  "sluice_fallbacks_total",
 ] as const;
 
 const LATENCY_BUCKETS_S = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
@@ -51,13 +54,15 @@ export class SluiceMetrics {
   private readonly lagRecords: Gauge<"topic" | "partition">;
   private readonly lagSeconds: Gauge<"topic" | "partition">;
   private readonly timeToDrain: Gauge<"topic">;
-  private readonly endToEnd: Histogram<"status">;
-  private readonly queueWait: Histogram;
-  private readonly inference: Histogram;
-  private readonly batchSize: Histogram;
-  private readonly batchTokens: Histogram;
-  private readonly batches: Counter<"reason">;
-  private readonly records: Counter<"outcome">;
+  private readonly endToEnd: Histogram<"status" | "lane">;
+  private readonly queueWait: Histogram<"lane">;
+  private readonly inference: Histogram<"lane">;
+  private readonly batchSize: Histogram<"lane">;
+  private readonly batchTokens: Histogram<"lane">;
+  private readonly batches: Counter<"reason" | "lane">;
+  private readonly records: Counter<"outcome" | "lane">;
+  private readonly fallbacks: Counter<"reason">;
+  private readonly backfillTopics: ReadonlySet<string>;
   private readonly expired: Counter;
   private readonly transactions: Counter<"outcome">;
   private readonly modelInfo: Gauge<"name" | "version" | "task">;
@@ -68,7 +73,7 @@ export class SluiceMetrics {
   private lagKeys = new Set<string>();
   private readonly detachers: Array<() => void> = [];
   private readonly recordsBy = new Map<string, Counter.Internal>();
-  private readonly endToEndBy = new Map<string, Histogram.Internal<"status">>();
+  private readonly endToEndBy = new Map<string, Histogram.Internal<"status" | "lane">>();
 
   constructor(opts: SluiceMetricsOptions = {}) {
     const precision = opts.eventLoopMonitoringPrecisionMs ?? 10;
@@ -80,6 +85,7 @@ export class SluiceMetrics {
     }
     this.registry = opts.registry ?? new Registry();
     this.nowMs = opts.nowMs ?? Date.now;
+    this.backfillTopics = new Set(opts.backfillTopics ?? []);
     if (opts.defaultLabels) this.registry.setDefaultLabels(opts.defaultLabels);
     const registers = [this.registry];
 
@@ -119,45 +125,55 @@ export class SluiceMetrics {
     });
     this.endToEnd = new Histogram({
       name: "sluice_end_to_end_latency_seconds",
-      help: "Commit time minus request record timestamp, by result status (or dead_letter / duplicate).",
-      labelNames: ["status"],
+      help: "Commit time minus request record timestamp, by result status (or dead_letter / duplicate) and lane.",
+      labelNames: ["status", "lane"],
       buckets: LATENCY_BUCKETS_S,
       registers,
     });
     this.queueWait = new Histogram({
       name: "sluice_queue_wait_seconds",
-      help: "Per item: batch flush time minus enqueue time, seconds.",
+      help: "Per item: batch flush time minus enqueue time, seconds, by lane.",
+      labelNames: ["lane"],
       buckets: SHORT_BUCKETS_S,
       registers,
     });
     this.inference = new Histogram({
       name: "sluice_inference_seconds",
-      help: "Wall time of one batch in the model runner (tokenize, pad, run, postprocess), seconds.",
+      help: "Wall time of one batch in the model runner (tokenize, pad, run, postprocess), seconds, by lane.",
+      labelNames: ["lane"],
       buckets: SHORT_BUCKETS_S,
       registers,
     });
     this.batchSize = new Histogram({
       name: "sluice_batch_size",
-      help: "Items per flushed micro-batch.",
+      help: "Items per flushed micro-batch, by lane.",
+      labelNames: ["lane"],
       buckets: SIZE_BUCKETS,
       registers,
     });
     this.batchTokens = new Histogram({
       name: "sluice_batch_tokens",
-      help: "Tokens per flushed micro-batch (before padding).",
+      help: "Tokens per flushed micro-batch (before padding), by lane.",
+      labelNames: ["lane"],
       buckets: TOKEN_BUCKETS,
       registers,
     });
     this.batches = new Counter({
       name: "sluice_batches_total",
-      help: "Flushed micro-batches by flush reason.",
-      labelNames: ["reason"],
+      help: "Flushed micro-batches by flush reason (fill: backfill filling an idle model) and lane.",
+      labelNames: ["reason", "lane"],
       registers,
     });
     this.records = new Counter({
       name: "sluice_records_total",
-      help: "Committed request records by outcome (result, dead_letter, duplicate).",
-      labelNames: ["outcome"],
+      help: "Committed request records by outcome (result, dead_letter, duplicate) and lane.",
+      labelNames: ["outcome", "lane"],
+      registers,
+    });
+    this.fallbacks = new Counter({
+      name: "sluice_fallbacks_total",
+      help: "Online requests committed with status fallback, by reason (deadline, model_error, overload).",
+      labelNames: ["reason"],
       registers,
     });
     this.expired = new Counter({
@@ -179,8 +195,11 @@ export class SluiceMetrics {
     });
 
     // Create the known series at 0 so rate() and absent-vs-zero alerts work from the first scrape.
-    for (const reason of ["size", "tokens", "wait", "deadline", "shutdown"]) this.batches.inc({ reason }, 0);
-    for (const outcome of ["result", "dead_letter", "duplicate"]) this.records.inc({ outcome }, 0);
+    for (const reason of ["size", "tokens", "wait", "deadline", "shutdown"])
+      this.batches.inc({ reason, lane: "online" }, 0);
+    for (const outcome of ["result", "dead_letter", "duplicate"])
+      this.records.inc({ outcome, lane: "online" }, 0);
+    for (const reason of ["deadline", "model_error", "overload"]) this.fallbacks.inc({ reason }, 0);
     for (const outcome of ["committed", "aborted", "fenced", "failed"]) this.transactions.inc({ outcome }, 0);
     this.expired.inc(0);
 
@@ -194,20 +213,33 @@ export class SluiceMetrics {
     const offs = [
       events.on("record.outcome", (e) => {
         // Per-record path: label children are cached, so no label hashing per record.
-        this.child(this.recordsBy, this.records, e.outcome).inc();
+        const lane = this.backfillTopics.has(e.topic) ? "backfill" : "online";
+        this.child(
+          this.recordsBy,
+          (k) => this.records.labels(k, lane),
+          `${e.outcome}\u0000${lane}`,
+          e.outcome,
+        ).inc();
         if (e.status === "expired") this.expired.inc();
-        this.child(this.endToEndBy, this.endToEnd, e.status ?? e.outcome).observe(
-          Math.max(0, e.endToEndMs) / 1000,
-        );
+        if (e.fallbackReason !== undefined) this.fallbacks.inc({ reason: e.fallbackReason });
+        const status = e.status ?? e.outcome;
+        this.child(
+          this.endToEndBy,
+          (k) => this.endToEnd.labels(k, lane),
+          `${status}\u0000${lane}`,
+          status,
+        ).observe(Math.max(0, e.endToEndMs) / 1000);
       }),
       events.on("batch.flushed", (e) => {
-        this.batches.inc({ reason: e.reason });
-        this.batchSize.observe(e.size);
-        this.batchTokens.observe(e.tokens);
-        for (const ms of e.queueWaitMs) this.queueWait.observe(Math.max(0, ms) / 1000);
+        const lane = { lane: e.lane ?? "online" };
+        this.batches.inc({ reason: e.reason, ...lane });
+        this.batchSize.observe(lane, e.size);
+        this.batchTokens.observe(lane, e.tokens);
+        const wait = this.queueWait.labels(lane);
+        for (const ms of e.queueWaitMs) wait.observe(Math.max(0, ms) / 1000);
       }),
       events.on("batch.inferred", (e) => {
-        this.inference.observe(e.inferenceMs / 1000);
+        this.inference.observe({ lane: e.lane ?? "online" }, e.inferenceMs / 1000);
       }),
       events.on("transaction.finished", (e) => {
         this.transactions.inc({ outcome: e.outcome });
@@ -241,11 +273,11 @@ export class SluiceMetrics {
     return this.registry.metrics();
   }
 
-  private child<T>(cache: Map<string, T>, metric: { labels(value: string): T }, value: string): T {
-    let c = cache.get(value);
+  private child<T>(cache: Map<string, T>, labels: (value: string) => T, key: string, value: string): T {
+    let c = cache.get(key);
     if (c === undefined) {
-      c = metric.labels(value);
-      cache.set(value, c);
+      c = labels(value);
+      cache.set(key, c);
     }
     return c;
   }

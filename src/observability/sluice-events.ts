@@ -1,4 +1,6 @@
 import { EventEmitter } from "node:events";
+import type { FallbackReason } from "../contracts/inference.js";
+import type { Lane } from "../contracts/lane.js";
 
 /**
  * Typed events that every stage emits and observability (metrics, logs, heartbeats) subscribes to
@@ -13,7 +15,9 @@ export interface SluiceEventMap {
     topic: string;
     partition: number;
     outcome: "result" | "dead_letter" | "duplicate";
-    status?: "ok" | "expired" | "rejected" | "error";
+    status?: "ok" | "expired" | "rejected" | "error" | "fallback";
+    /** Set when status is fallback. */
+    fallbackReason?: FallbackReason;
     /** commit time − request record timestamp */
     endToEndMs: number;
     errorCode?: string;
@@ -21,13 +25,16 @@ export interface SluiceEventMap {
     deadLetter?: { offset: string; stage: string; requestId?: string; key?: string };
   };
   "batch.flushed": {
-    reason: "size" | "tokens" | "wait" | "deadline" | "shutdown";
+    reason: BatchFlushReason;
+    /** The lane the batch came from (docs/lanes.md); absent in batch mode. */
+    lane?: Lane;
     size: number;
     tokens: number;
     /** per item: flush time − enqueue time */
     queueWaitMs: number[];
   };
   "batch.inferred": {
+    lane?: Lane;
     size: number;
     inferenceMs: number;
     realTokens: number;
@@ -49,8 +56,10 @@ export interface SluiceEventMap {
   "partitions.assigned": { topic: string; partitions: number[] };
   "partitions.revoked": { topic: string; partitions: number[] };
   "partitions.restored": { topic: string; partition: number; dedupEntries: number; durationMs: number };
-  "consumer.paused": { reason: string };
-  "consumer.resumed": Record<string, never>;
+  /** `lanes`: which lanes' partitions were paused (absent: all). */
+  "consumer.paused": { reason: string; lanes?: Lane[] };
+  /** `lanes`: which lanes' partitions were resumed (absent: all). */
+  "consumer.resumed": { lanes?: Lane[] };
   "model.loaded": { name: string; version: string; task: string };
   /**
    * One per micro-batch after inference (the batch log's line). Request ids are hashed before they
@@ -61,8 +70,12 @@ export interface SluiceEventMap {
   "lag.sampled": LagSample;
 }
 
+/** Why a micro-batch formed (docs/batching.md; `fill`: backfill filling an idle model, docs/lanes.md). */
+export type BatchFlushReason = "size" | "tokens" | "wait" | "deadline" | "shutdown" | "fill";
+
 export interface BatchReport {
-  reason: "size" | "tokens" | "wait" | "deadline" | "shutdown";
+  reason: BatchFlushReason;
+  lane?: Lane;
   size: number;
   /** Real tokens the model ran (before padding; items that expired before inference excluded). */
   tokens: number;

@@ -1,3 +1,4 @@
+import type { Lane } from "../contracts/lane.js";
 import type { TopicPartition } from "../contracts/topic-partition.js";
 import { topicPartitionKey } from "../contracts/topic-partition.js";
 import type { Deduplicator } from "../delivery/deduplicator.js";
@@ -37,6 +38,8 @@ export class PartitionTask {
   readonly tp: TopicPartition;
   readonly key: string;
   readonly changelogTopic: string;
+  /** Which lane the partition's topic feeds (docs/lanes.md). */
+  readonly lane: Lane;
   private currentState: TaskState = "restoring";
   private gen = 0;
   private committerRef: TaskCommitter | undefined;
@@ -55,8 +58,9 @@ export class PartitionTask {
   /** Fences since the last committed transaction. */
   private fenceCount = 0;
 
-  constructor(tp: TopicPartition, changelogTopic: string) {
+  constructor(tp: TopicPartition, changelogTopic: string, lane: Lane = "online") {
     this.tp = { topic: tp.topic, partition: tp.partition };
+    this.lane = lane;
     this.key = topicPartitionKey(tp.topic, tp.partition);
     this.changelogTopic = changelogTopic;
   }

@@ -1,6 +1,7 @@
 import type { BatcherClock } from "../batching/micro-batcher.js";
 import type { RecordHeaders } from "../contracts/codec.js";
 import type { InferenceRequest } from "../contracts/inference.js";
+import { type Lane, runIdFromHeaders } from "../contracts/lane.js";
 import { DECODE_STAGE_CODES, type RequestDecoder } from "../contracts/request-codec.js";
 import { type CompletionBuilder, changelogMessages } from "../delivery/completion-builder.js";
 import type { DeadLetterSource } from "../delivery/dead-letter.js";
@@ -17,6 +18,10 @@ export interface WorkItem {
   source: DeadLetterSource;
   timestampMs: number;
   request: InferenceRequest;
+  /** The lane of the record's topic (its task's lane). */
+  lane: Lane;
+  /** The backfill run from the record's `sluice.run-id` header; undefined when absent. */
+  runId: string | undefined;
   /** Dedup changelog records that commit with this request's outcome. */
   changelog: OutboundMessage[];
   deadlineMs: number;
@@ -75,8 +80,13 @@ export class RequestIntake {
     // Remember at intake so a duplicate later in the same batch is caught too. If the transaction
     // carrying this entry fails, the task is reset and the dedup store rebuilt from the changelog.
     const entries = [dedup.remember(request.id, now), ...dedup.evictExpired(now)];
-    const deadlineMs =
-      request.deadlineMs ?? (Number.isFinite(timestampMs) ? timestampMs : now) + this.o.defaultTimeoutMs;
+    // Backfill rows have no default deadline (docs/lanes.md): they wait for idle model time, however
+    // long a backlog takes, and never expire unless they carry their own deadlineMs.
+    const defaultDeadline =
+      task.lane === "backfill"
+        ? Number.POSITIVE_INFINITY
+        : (Number.isFinite(timestampMs) ? timestampMs : now) + this.o.defaultTimeoutMs;
+    const deadlineMs = request.deadlineMs ?? defaultDeadline;
     let tokens = 0;
     try {
       tokens = typeof request.text === "string" ? this.o.model.countTokens(request.text) : 0;
@@ -91,6 +101,8 @@ export class RequestIntake {
         source,
         timestampMs,
         request,
+        lane: task.lane,
+        runId: runIdFromHeaders(source.headers),
         changelog: changelogMessages(task.changelogTopic, task.tp.partition, entries),
         deadlineMs,
         enqueuedAtMs: now,

@@ -21,7 +21,11 @@ export interface ProcessorLog {
 export interface ProcessorSettings {
   groupId: string;
   requestTopics: string[];
+  /** The backfill lane's topics (docs/lanes.md); consumed by the same group, after online work. */
+  backfillTopics: string[];
   resultsTopic: string;
+  /** Where backfill-lane results go (`topics.backfillResults`; unset = `resultsTopic`). */
+  backfillResultsTopic?: string;
   deadLetterTopic: string;
   /** Base name; the changelog of request topic T is `<base>.<groupId>.<T>` (see topic-admin.ts). */
   dedupChangelogBase: string;
@@ -52,13 +56,18 @@ export interface ProcessorSettings {
   schemaRetryInitialMs: number;
   /** Longest wait between registry schema lookup retries, ms. */
   schemaRetryMaxMs: number;
+  /** Fallback rules file (docs/lanes.md); unset = no fallback. */
+  fallbackRulesPath?: string;
+  fallbackMaxOnlineQueue: number;
 }
 
 /** Where each setting lives in the configuration (the one home of its default and rules). */
 const SETTING_KEYS = {
   groupId: ["consumer", "groupId"],
   requestTopics: ["topics", "requests"],
+  backfillTopics: ["topics", "backfill"],
   resultsTopic: ["topics", "results"],
+  backfillResultsTopic: ["topics", "backfillResults"],
   deadLetterTopic: ["topics", "deadLetters"],
   dedupChangelogBase: ["topics", "dedupChangelog"],
   requestCodec: ["topics", "requestCodec"],
@@ -84,6 +93,8 @@ const SETTING_KEYS = {
   restoreRetryMs: ["consumer", "restoreRetryMs"],
   schemaRetryInitialMs: ["schemaRegistry", "retryInitialMs"],
   schemaRetryMaxMs: ["schemaRegistry", "retryMaxMs"],
+  fallbackRulesPath: ["fallback", "rulesPath"],
+  fallbackMaxOnlineQueue: ["fallback", "maxOnlineQueue"],
 } as const satisfies Record<keyof ProcessorSettings, readonly [string, string]>;
 
 type SettingName = keyof typeof SETTING_KEYS;

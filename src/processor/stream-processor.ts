@@ -1,13 +1,16 @@
-import { InFlightRunner } from "../batching/in-flight-runner.js";
-import { type BatcherClock, type MicroBatch, MicroBatcher } from "../batching/micro-batcher.js";
+import type { LaneBatch } from "../batching/lane-batcher.js";
+import type { BatcherClock } from "../batching/micro-batcher.js";
 import { RequestDecoder } from "../contracts/request-codec.js";
 import { partitionsByTopic, type TopicPartition, topicPartitionKey } from "../contracts/topic-partition.js";
 import type { CompletionBuilder } from "../delivery/completion-builder.js";
 import type { RecordCompletion } from "../delivery/outbound-message.js";
-import { expiredOutcome, type ResultOutcome } from "../delivery/result-builder.js";
-import { type ModelPort, runBatch } from "../model/model-port.js";
+import type { FallbackPolicy } from "../fallback/fallback-policy.js";
+import type { ModelPort } from "../model/model-port.js";
 import type { SluiceEventMap, SluiceEventName, SluiceEvents } from "../observability/sluice-events.js";
 import { SluiceError } from "../sluice-error.js";
+import { BatchRunner } from "./batch-runner.js";
+import { LaneBackpressure } from "./lane-backpressure.js";
+import { LaneDispatcher } from "./lane-dispatcher.js";
 import type { PartitionRestorer, RestoreContext } from "./partition-restorer.js";
 import { PartitionTask } from "./partition-task.js";
 import type { CommitterFactory, FetchedRecord, RecordSource, TaskCommitter } from "./processor-ports.js";
@@ -30,6 +33,8 @@ export interface StreamProcessorDeps {
   changelogTopicOf: (requestTopic: string) => string;
   /** Request decoder (with registry writer schemas for avro-registry); default: built from the settings. */
   decoder?: RequestDecoder;
+  /** Fallback rules and when they apply (docs/lanes.md); unset = no fallback. */
+  fallback?: FallbackPolicy;
 }
 
 export interface ProcessorReadiness {
@@ -38,7 +43,7 @@ export interface ProcessorReadiness {
 }
 
 /**
- * The online pipeline: RecordSource → RequestDecoder → Deduplicator → MicroBatcher → model →
+ * The online pipeline: RecordSource → RequestDecoder → Deduplicator → LaneDispatcher (LaneBatcher) → model →
  * PartitionTask's committer. It keeps the lifecycle, assignment → tasks, intake, dispatch and
  * backpressure; each owned partition is a PartitionTask, restores are the PartitionRestorer's, and
  * what a record publishes is the CompletionBuilder's (docs/architecture.md, docs/processor.md).
@@ -52,17 +57,16 @@ export class StreamProcessor {
   private readonly d: StreamProcessorDeps;
   private readonly intake: RequestIntake;
   private readonly schemaGate: WriterSchemaGate;
-  private readonly batcher: MicroBatcher<WorkItem>;
-  private readonly inference: InFlightRunner<MicroBatch<WorkItem>>;
+  private readonly dispatcher: LaneDispatcher;
+  private readonly batches: BatchRunner;
+  private readonly backpressure: LaneBackpressure;
   private readonly tasks = new Map<string, PartitionTask>();
   private readonly restoreContext: RestoreContext;
-  private backpressured = false;
   private started = false;
   private stopping = false;
   private closing: Promise<void> | undefined;
   /** Records fetched but not started when the stop began (left to the next owner). */
   private leftToNextOwner = 0;
-  private inferenceEstimateMs = 0;
   private fatalHandler: ((error: SluiceError) => void) | undefined;
   /** Between REBALANCING and the next assignment: a fenced partition's reclaim waits for the assignment. */
   private rebalancing = false;
@@ -79,7 +83,8 @@ export class StreamProcessor {
       retryInitialMs: settings.schemaRetryInitialMs,
       retryMaxMs: settings.schemaRetryMaxMs,
       resume: (task) => {
-        if (!this.backpressured && !this.stopping && task.running) this.safeResume([task.tp]);
+        if (!this.backpressure.pausesLane(task.lane) && !this.stopping && task.running)
+          this.safeResume([task.tp]);
       },
     });
     this.intake = new RequestIntake({
@@ -89,26 +94,32 @@ export class StreamProcessor {
       clock: deps.clock,
       defaultTimeoutMs: settings.defaultTimeoutMs,
     });
-    this.batcher = new MicroBatcher<WorkItem>({
-      maxBatchSize: settings.maxBatchSize,
-      maxBatchTokens: settings.maxBatchTokens,
-      maxWaitMs: settings.maxWaitMs,
+    this.dispatcher = new LaneDispatcher({
+      settings,
       clock: deps.clock,
-      onBatch: (batch) => this.onBatch(batch),
-    });
-    this.inference = new InFlightRunner({
-      limit: settings.maxInFlightBatches,
+      emitFlushed: (payload) => this.emit("batch.flushed", payload),
       // Once stopping, a batch that has not started is left to the next owner (offsets uncommitted).
-      run: (batch) => (this.stopping ? this.leaveToNextOwner(batch) : this.runBatch(batch)),
+      run: (batch) => (this.stopping ? this.leaveToNextOwner(batch) : this.batches.run(batch)),
       onError: (error) => this.d.log.error({ err: String(error) }, "batch handling failed unexpectedly"),
     });
+    this.batches = new BatchRunner({
+      model: deps.model,
+      completions: deps.completions,
+      clock: deps.clock,
+      fallback: deps.fallback,
+      emit: (name, payload) => this.emit(name, payload),
+      msPerItem: () => this.dispatcher.msPerItem,
+      recordInference: (size, ms) => this.dispatcher.recordInference(size, ms),
+      complete: (task, generation, offset, completion) => this.complete(task, generation, offset, completion),
+    });
+    this.backpressure = new LaneBackpressure(settings.maxQueuedRecords, settings.backfillTopics.length > 0);
     this.restoreContext = {
       isStopping: () => this.stopping,
       createCommitter: (task) => this.createCommitter(task),
       dedupEntriesPerPartition: () => this.dedupEntriesPerPartition(),
       onRestored: (task, info) => {
         this.d.source.seek(task.tp, info.offset);
-        if (!this.backpressured && !this.stopping) this.d.source.resume([task.tp]);
+        if (!this.backpressure.pausesLane(task.lane) && !this.stopping) this.d.source.resume([task.tp]);
         this.emit("partitions.restored", {
           ...task.tp,
           dedupEntries: info.dedupEntries,
@@ -138,6 +149,7 @@ export class StreamProcessor {
       {
         groupId: this.o.groupId,
         topics: this.o.requestTopics,
+        backfillTopics: this.o.backfillTopics,
         model: this.d.model.identity,
         delivery: this.o.transactions ? "transactions" : "at-least-once",
       },
@@ -184,9 +196,9 @@ export class StreamProcessor {
       // consumer not running (never started or already crashed)
     }
     // Fetched but not started: the next owner reads these again from the committed offset.
-    this.leftToNextOwner += this.batcher.drop(() => true);
-    this.batcher.close();
-    const finished = await budget.waitFor(this.inference.whenIdle(), true);
+    this.leftToNextOwner += this.dispatcher.drop(() => true);
+    this.dispatcher.close();
+    const finished = await budget.waitFor(this.dispatcher.whenIdle(), true);
     // Restores in progress see `stopping` and give their producers back; wait so none is left open.
     await budget.waitFor(this.d.restorer.settled(), true);
     const committed = await budget.waitFor(Promise.all([...this.tasks.values()].map((t) => t.closeClean())));
@@ -206,7 +218,7 @@ export class StreamProcessor {
       );
   }
 
-  private async leaveToNextOwner(batch: MicroBatch<WorkItem>): Promise<void> {
+  private async leaveToNextOwner(batch: LaneBatch<WorkItem>): Promise<void> {
     this.leftToNextOwner += batch.items.length;
   }
 
@@ -225,7 +237,8 @@ export class StreamProcessor {
       // Fenced earlier and the group still gives it to us: reclaim it now.
       if (kept?.cancelReclaim()) reclaim.push(kept);
       if (kept) continue;
-      const task = new PartitionTask(tp, this.d.changelogTopicOf(tp.topic));
+      const lane = this.o.backfillTopics.includes(tp.topic) ? "backfill" : "online";
+      const task = new PartitionTask(tp, this.d.changelogTopicOf(tp.topic), lane);
       this.tasks.set(task.key, task);
       fresh.push(task);
     }
@@ -259,7 +272,7 @@ export class StreamProcessor {
   private revoke(task: PartitionTask): void {
     task.revoke();
     this.tasks.delete(task.key);
-    this.batcher.drop((item) => item.task === task);
+    this.dispatcher.drop((item) => item.task === task);
     this.maybeResume();
   }
 
@@ -287,7 +300,7 @@ export class StreamProcessor {
       "partition reset: dropping in-flight work and reclaiming from the committed offset",
     );
     task.reset();
-    this.batcher.drop((item) => item.task === task);
+    this.dispatcher.drop((item) => item.task === task);
     this.safePause([task.tp]);
     const generation = task.generation;
     const reclaim = () => {
@@ -323,12 +336,12 @@ export class StreamProcessor {
       return "ignored";
     }
     for (const r of verdict.records) this.take(task, r);
-    if (!this.backpressured && this.queuedRecords() >= this.o.maxQueuedRecords) {
-      this.backpressured = true;
-      this.safePause(this.runningPartitions());
+    const pause = this.backpressure.onQueued(this.queuedRecords());
+    if (pause.length > 0) {
+      this.safePause(this.runningPartitions(pause));
       // Completed records waiting for their transaction count toward the bound: commit them now.
       for (const t of this.tasks.values()) if (t.running) t.committer?.commitSoon();
-      this.emit("consumer.paused", { reason: `maxQueuedRecords=${this.o.maxQueuedRecords} reached` });
+      this.emit("consumer.paused", { reason: this.backpressure.reason(pause), lanes: pause });
     }
     return "accepted";
   }
@@ -336,93 +349,25 @@ export class StreamProcessor {
   private take(task: PartitionTask, r: FetchedRecord): void {
     this.emit("record.consumed", { ...task.tp, offset: r.offset, timestampMs: Number(r.timestamp) });
     const taken = this.intake.take(task, r);
-    if (taken.kind === "done") this.complete(task, task.generation, r.offset, taken.completion);
-    else this.batcher.add(taken.item, { tokens: taken.item.tokens, deadlineMs: taken.item.deadlineMs });
-  }
-
-  // ── dispatch: batches → model → completions ────────────────────────────────────────────────────
-
-  private onBatch(batch: MicroBatch<WorkItem>): void {
-    this.emit("batch.flushed", {
-      reason: batch.reason,
-      size: batch.items.length,
-      tokens: batch.tokens,
-      queueWaitMs: batch.enqueuedAtMs.map((t) => batch.formedAtMs - t),
-    });
-    this.inference.push(batch);
-  }
-
-  private async runBatch(batch: MicroBatch<WorkItem>): Promise<void> {
-    const live = (item: WorkItem) => item.task.isCurrent(item.generation);
-    const items = batch.items.filter(live);
-    if (items.length === 0) return;
-    const startedAt = this.d.clock.now();
-    const toRun: WorkItem[] = [];
-    for (const item of items) {
-      if (item.deadlineMs <= startedAt) {
-        this.finish(item, expiredOutcome(item.deadlineMs, startedAt), startedAt, 0, items.length);
-      } else {
-        toRun.push(item);
-      }
+    if (taken.kind === "done") {
+      this.complete(task, task.generation, r.offset, taken.completion);
+      return;
     }
-    const expired = items.length - toRun.length;
-    let failed = 0;
-    let stats = { inferenceMs: 0, realTokens: 0, paddedTokens: 0 };
-    if (toRun.length > 0) {
-      const run = await runBatch(
-        this.d.model,
-        toRun.map((i) => i.request.text),
-        "items",
-      );
-      stats = run.stats;
-      this.inferenceEstimateMs =
-        this.inferenceEstimateMs === 0
-          ? stats.inferenceMs
-          : 0.8 * this.inferenceEstimateMs + 0.2 * stats.inferenceMs;
-      this.batcher.setEstimatedInferenceMs(this.inferenceEstimateMs);
-      toRun.forEach((item, i) => {
-        const outcome = run.outcomes[i] as ResultOutcome;
-        if (!outcome.ok) failed++;
-        if (live(item)) this.finish(item, outcome, startedAt, stats.inferenceMs, toRun.length);
-      });
-    }
-    this.emit("batch.inferred", { size: toRun.length, ...stats, expired, failed });
-    // The request log's line (BatchLog); ids are hashed there, text never goes on the bus.
-    this.emit("batch.completed", {
-      reason: batch.reason,
-      size: items.length,
-      tokens: stats.realTokens,
-      paddedTokens: stats.paddedTokens,
-      queueWaitMs: items.map((i) => batch.formedAtMs - i.enqueuedAtMs),
-      inferenceMs: stats.inferenceMs,
-      ok: toRun.length - failed,
-      expired,
-      failed,
-      requestIds: items.map((i) => i.request.id),
-      sources: items.map((i) => i.task.tp),
+    const { item } = taken;
+    // Online requests the model cannot serve in time fall back now, before they expire (docs/lanes.md).
+    const now = this.d.clock.now();
+    const reason = this.batches.fallbackFor(item)?.atIntake({
+      onlineHeld: this.dispatcher.onlineHeld,
+      ahead: this.dispatcher.onlineAhead(item.deadlineMs),
+      deadlineMs: item.deadlineMs,
+      nowMs: now,
+      msPerItem: this.dispatcher.msPerItem,
     });
+    if (reason !== undefined) this.batches.fallback(item, reason, now);
+    else this.dispatcher.add(item);
   }
 
-  private finish(
-    item: WorkItem,
-    outcome: ResultOutcome,
-    startedAt: number,
-    inferenceMs: number,
-    batchSize: number,
-  ) {
-    const ctx = {
-      request: item.request,
-      source: { ...item.task.tp, offset: item.source.offset },
-      requestTimestamp: item.timestampMs,
-      model: this.d.model.identity,
-      queueMs: Math.max(0, startedAt - item.enqueuedAtMs),
-      inferenceMs,
-      batchSize,
-      completedAt: this.d.clock.now(),
-    };
-    const completion = this.d.completions.outcome(item.source, ctx, outcome, item.changelog);
-    this.complete(item.task, item.generation, item.source.offset, completion);
-  }
+  // ── completions ────────────────────────────────────────────────────────────────────────────────
 
   private complete(
     task: PartitionTask,
@@ -431,7 +376,7 @@ export class StreamProcessor {
     completion: RecordCompletion,
   ): void {
     if (!task.complete(generation, offset, completion)) return;
-    if (this.backpressured) task.committer?.commitSoon();
+    if (this.backpressure.paused) task.committer?.commitSoon();
     this.maybeResume();
   }
 
@@ -449,16 +394,15 @@ export class StreamProcessor {
   }
 
   private maybeResume(): void {
-    if (!this.backpressured || this.stopping) return;
-    // Hysteresis: resume at half the bound so pause/resume does not flap per record.
-    if (this.queuedRecords() > this.o.maxQueuedRecords / 2) return;
-    this.backpressured = false;
-    this.safeResume(this.runningPartitions());
-    this.emit("consumer.resumed", {});
+    if (!this.backpressure.paused || this.stopping) return;
+    const resume = this.backpressure.onDrained(this.queuedRecords());
+    if (resume.length === 0) return;
+    this.safeResume(this.runningPartitions(resume));
+    this.emit("consumer.resumed", { lanes: resume });
   }
 
-  private runningPartitions(): TopicPartition[] {
-    return [...this.tasks.values()].filter((t) => t.running).map((t) => t.tp);
+  private runningPartitions(lanes: readonly string[]): TopicPartition[] {
+    return [...this.tasks.values()].filter((t) => t.running && lanes.includes(t.lane)).map((t) => t.tp);
   }
 
   private safePause(tps: TopicPartition[]): void {

@@ -1,40 +1,7 @@
 import { describe, expect, it } from "vitest";
-import type { BatcherClock, MicroBatch, MicroBatcherOptions } from "../../../src/batching/micro-batcher.js";
+import type { MicroBatch, MicroBatcherOptions } from "../../../src/batching/micro-batcher.js";
 import { MicroBatcher } from "../../../src/batching/micro-batcher.js";
-
-/** Manual clock: timers fire only when the test advances time. */
-class FakeClock implements BatcherClock {
-  nowMs = 1_000;
-  private nextId = 1;
-  readonly timers = new Map<number, { at: number; fn: () => void }>();
-  setCalls = 0;
-
-  now(): number {
-    return this.nowMs;
-  }
-  setTimeout(fn: () => void, ms: number): unknown {
-    this.setCalls++;
-    const id = this.nextId++;
-    this.timers.set(id, { at: this.nowMs + ms, fn });
-    return id;
-  }
-  clearTimeout(handle: unknown): void {
-    this.timers.delete(handle as number);
-  }
-  advance(ms: number): void {
-    const target = this.nowMs + ms;
-    for (;;) {
-      let next: [number, { at: number; fn: () => void }] | undefined;
-      for (const entry of this.timers)
-        if (entry[1].at <= target && (!next || entry[1].at < next[1].at)) next = entry;
-      if (!next) break;
-      this.timers.delete(next[0]);
-      this.nowMs = Math.max(this.nowMs, next[1].at);
-      next[1].fn();
-    }
-    this.nowMs = target;
-  }
-}
+import { FakeClock } from "../../support/fake-clock.js";
 
 function setup(opts: Partial<MicroBatcherOptions<string>> = {}) {
   const clock = new FakeClock();

@@ -174,6 +174,7 @@ describe("loadConfig", () => {
       "batching",
       "delivery",
       "model",
+      "fallback",
       "observability",
       "batch",
       "shutdown",

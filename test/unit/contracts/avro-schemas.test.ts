@@ -32,6 +32,8 @@ describe("avro schemas", () => {
       "attributes",
       "truncated",
       "error",
+      "fallbackReason",
+      "runId",
     ]);
   });
 

@@ -132,6 +132,7 @@ describe("SluiceMetrics fed by events, scraped over HTTP", () => {
       sluice_expired_total: "counter",
       sluice_transactions_total: "counter",
       sluice_model_info: "gauge",
+      sluice_fallbacks_total: "counter",
     };
     expect(Object.keys(expectedTypes).sort()).toEqual([...SLUICE_METRIC_NAMES].sort());
     for (const [name, type] of Object.entries(expectedTypes)) expect(types.get(name), name).toBe(type);
@@ -143,13 +144,14 @@ describe("SluiceMetrics fed by events, scraped over HTTP", () => {
     expect(labelKeys("sluice_consumer_lag_seconds")).toEqual(new Set(["partition,topic"]));
     expect(labelKeys("sluice_freshness_seconds")).toEqual(new Set(["partition,topic"]));
     expect(labelKeys("sluice_time_to_drain_seconds")).toEqual(new Set(["topic"]));
-    expect(labelKeys("sluice_batches_total")).toEqual(new Set(["reason"]));
-    expect(labelKeys("sluice_records_total")).toEqual(new Set(["outcome"]));
+    expect(labelKeys("sluice_batches_total")).toEqual(new Set(["lane,reason"]));
+    expect(labelKeys("sluice_records_total")).toEqual(new Set(["lane,outcome"]));
+    expect(labelKeys("sluice_fallbacks_total")).toEqual(new Set(["reason"]));
     expect(labelKeys("sluice_transactions_total")).toEqual(new Set(["outcome"]));
     expect(labelKeys("sluice_expired_total")).toEqual(new Set([""]));
     expect(labelKeys("sluice_model_info")).toEqual(new Set(["name,task,version"]));
-    expect(labelKeys("sluice_end_to_end_latency_seconds_count")).toEqual(new Set(["status"]));
-    expect(labelKeys("sluice_queue_wait_seconds_count")).toEqual(new Set([""]));
+    expect(labelKeys("sluice_end_to_end_latency_seconds_count")).toEqual(new Set(["lane,status"]));
+    expect(labelKeys("sluice_queue_wait_seconds_count")).toEqual(new Set(["lane"]));
 
     // Values follow the events.
     const one = (name: string, labels: Record<string, string> = {}) => {
@@ -216,6 +218,57 @@ describe("SluiceMetrics fed by events, scraped over HTTP", () => {
     events.emit("batch.flushed", { reason: "size", size: 2, tokens: 4, queueWaitMs: [1, 1] });
     metrics.detach();
     events.emit("batch.flushed", { reason: "size", size: 2, tokens: 4, queueWaitMs: [1, 1] });
-    expect(await metrics.scrape()).toContain('sluice_batches_total{reason="size"} 1');
+    expect(await metrics.scrape()).toContain('sluice_batches_total{reason="size",lane="online"} 1');
+  });
+});
+
+describe("SluiceMetrics lanes and fallbacks", () => {
+  it("labels batches and records by lane and counts committed fallbacks by reason", async () => {
+    const metrics = new SluiceMetrics({ collectDefaultMetrics: false, backfillTopics: ["bf"] });
+    const events = new SluiceEvents();
+    metrics.attach(events);
+    events.emit("batch.flushed", {
+      reason: "fill",
+      lane: "backfill",
+      size: 3,
+      tokens: 9,
+      queueWaitMs: [1, 1, 1],
+    });
+    events.emit("batch.inferred", {
+      lane: "backfill",
+      size: 3,
+      inferenceMs: 30,
+      realTokens: 9,
+      paddedTokens: 9,
+      expired: 0,
+      failed: 0,
+    });
+    events.emit("record.outcome", {
+      topic: "bf",
+      partition: 0,
+      outcome: "result",
+      status: "ok",
+      endToEndMs: 5,
+    });
+    for (const reason of ["overload", "overload", "deadline"] as const)
+      events.emit("record.outcome", {
+        topic: "req",
+        partition: 0,
+        outcome: "result",
+        status: "fallback",
+        fallbackReason: reason,
+        endToEndMs: 5,
+      });
+    const { samples } = parse(await metrics.scrape());
+    const value = (name: string, labels: Record<string, string>) => find(samples, name, labels)[0]?.value;
+    expect(value("sluice_batches_total", { reason: "fill", lane: "backfill" })).toBe(1);
+    expect(value("sluice_batch_size_sum", { lane: "backfill" })).toBe(3);
+    expect(value("sluice_inference_seconds_count", { lane: "backfill" })).toBe(1);
+    expect(value("sluice_records_total", { outcome: "result", lane: "backfill" })).toBe(1);
+    expect(value("sluice_records_total", { outcome: "result", lane: "online" })).toBe(3);
+    expect(value("sluice_end_to_end_latency_seconds_count", { status: "fallback", lane: "online" })).toBe(3);
+    expect(value("sluice_fallbacks_total", { reason: "overload" })).toBe(2);
+    expect(value("sluice_fallbacks_total", { reason: "deadline" })).toBe(1);
+    expect(value("sluice_fallbacks_total", { reason: "model_error" })).toBe(0);
   });
 });

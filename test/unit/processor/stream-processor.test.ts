@@ -6,6 +6,8 @@ import { ResultEncoder } from "../../../src/contracts/result-codec.js";
 import { type TopicPartition, topicPartitionKey } from "../../../src/contracts/topic-partition.js";
 import { CompletionBuilder } from "../../../src/delivery/completion-builder.js";
 import type { RecordCompletion } from "../../../src/delivery/outbound-message.js";
+import { FallbackPolicy } from "../../../src/fallback/fallback-policy.js";
+import { FallbackRules } from "../../../src/fallback/fallback-rules.js";
 import type { ItemOutcome, ModelPort } from "../../../src/model/model-port.js";
 import { SluiceEvents } from "../../../src/observability/sluice-events.js";
 import { PartitionRestorer } from "../../../src/processor/partition-restorer.js";
@@ -17,7 +19,7 @@ import type {
   RestoreSources,
   TaskCommitter,
 } from "../../../src/processor/processor-ports.js";
-import { StreamProcessor } from "../../../src/processor/stream-processor.js";
+import { StreamProcessor, type StreamProcessorDeps } from "../../../src/processor/stream-processor.js";
 import {
   type ProcessorSettings,
   settingsFromConfig,
@@ -101,20 +103,29 @@ class GatedModel implements ModelPort {
   readonly task = "embedding" as const;
   auto = false;
   calls: unknown[][] = [];
+  /** Lane of each call (`run`'s options). */
+  lanes: string[] = [];
+  /** Texts the model fails for (INFERENCE_FAILED). */
+  failTexts = new Set<string>();
+  /** Reported inference time of every batch, ms. */
+  inferenceMs = 1;
   private gates: (() => void)[] = [];
   countTokens(text: string): number {
     return text.length;
   }
-  async run(texts: readonly unknown[]) {
+  async run(texts: readonly unknown[], options?: { lane?: string }) {
     this.calls.push([...texts]);
+    this.lanes.push(options?.lane ?? "online");
     if (!this.auto) await new Promise<void>((resolve) => this.gates.push(resolve));
-    const outcomes: ItemOutcome[] = texts.map(() => ({
-      ok: true,
-      output: { embedding: [1, 0] },
-      tokens: 1,
-      truncated: false,
-    }));
-    return { outcomes, stats: { inferenceMs: 1, realTokens: texts.length, paddedTokens: texts.length } };
+    const outcomes: ItemOutcome[] = texts.map((text) =>
+      this.failTexts.has(String(text))
+        ? { ok: false, code: "INFERENCE_FAILED", message: "fails (fake)" }
+        : { ok: true, output: { embedding: [1, 0] }, tokens: 1, truncated: false },
+    );
+    return {
+      outcomes,
+      stats: { inferenceMs: this.inferenceMs, realTokens: texts.length, paddedTokens: texts.length },
+    };
   }
   get waiting(): number {
     return this.gates.length;
@@ -158,7 +169,7 @@ async function until(cond: () => boolean, what: string, timeoutMs = 3000): Promi
   }
 }
 
-function harness(overrides: Partial<ProcessorSettings> = {}) {
+function harness(overrides: Partial<ProcessorSettings> = {}, extra: Partial<StreamProcessorDeps> = {}) {
   const settings: ProcessorSettings = {
     ...settingsFromConfig(defaultConfig()),
     requestTopics: [TOPIC],
@@ -203,6 +214,7 @@ function harness(overrides: Partial<ProcessorSettings> = {}) {
     log,
     clock: systemClock,
     changelogTopicOf: (t) => `dedup.g.${t}`,
+    ...extra,
   });
   return { processor, source, model, sources, committers, seen };
 }
@@ -217,11 +229,15 @@ describe("StreamProcessor (fake source, committers and model)", () => {
     await Promise.all(open.splice(0).map((h) => h.processor.close()));
   });
 
-  async function started(overrides: Partial<ProcessorSettings> = {}) {
-    const h = harness(overrides);
+  async function started(
+    overrides: Partial<ProcessorSettings> = {},
+    extra: Partial<StreamProcessorDeps> = {},
+    assignment: TopicPartition[] = [P0],
+  ) {
+    const h = harness(overrides, extra);
     open.push(h);
     await h.processor.start();
-    h.source.assign(P0);
+    h.source.assign(...assignment);
     await until(() => h.processor.readiness().ready, "the partition to be restored");
     return h;
   }
@@ -366,6 +382,185 @@ describe("StreamProcessor (fake source, committers and model)", () => {
     expect(committer.completions.get("1")?.changelog[0]?.topic).toBe(`dedup.g.${TOPIC}`);
     expect(committer.completions.get("2")?.outcome).toBe("duplicate");
     expect(h.model.calls.flat()).toHaveLength(1);
+  });
+
+  // ── lanes and fallback (docs/lanes.md) ─────────────────────────────────────────────────────────
+
+  const BF = "bf";
+  const B0: TopicPartition = { topic: BF, partition: 0 };
+  const lanes = { backfillTopics: [BF], maxBatchSize: 2, maxInFlightBatches: 1, maxWaitMs: 0 };
+  const rules = () =>
+    new FallbackPolicy({
+      rules: FallbackRules.parse(
+        "rules:\n  - keywords: [urgent]\n    label: block\n    scores: { block: 0.9, allow: 0.1 }\ndefault:\n  label: allow\n  scores: { allow: 1 }\n",
+        "rules.yaml",
+      ),
+      maxOnlineQueue: 2,
+    });
+  const withFields = (offset: number, fields: { text?: string; deadlineMs?: number }): FetchedRecord => {
+    const id = `id-${offset}`;
+    const { value, headers } = encodeRequest({ id, text: `text ${offset}`, ...fields }, "json");
+    return { offset: String(offset), key: Buffer.from(id), value, headers, timestamp: String(Date.now()) };
+  };
+  const decoded = (c: RecordCompletion | undefined) => {
+    const value = c?.outputs[0]?.value;
+    if (!Buffer.isBuffer(value)) throw new Error("no result published for this record");
+    return JSON.parse(value.toString("utf8")) as Record<string, unknown>;
+  };
+
+  it("lanes: backfill fills the model only while no online item waits; online work goes first", async () => {
+    const h = await started({ ...lanes, maxWaitMs: 40 }, {}, [P0, B0]);
+    h.source.deliver(
+      B0,
+      Array.from({ length: 6 }, (_, i) => record(i, `b-${i}`)),
+    );
+    await until(() => h.model.waiting === 1, "the first backfill slice at the model");
+    // One backfill slot: the other four rows stay in the lane, not in a runner ahead of online work.
+    expect(h.model.lanes).toEqual(["backfill"]);
+    h.source.deliver(P0, [record(0, "o-0")]);
+    h.model.release(); // the backfill slot frees while the online item waits for company (maxWaitMs)
+    await new Promise((r) => setTimeout(r, 10));
+    expect(h.model.lanes).toEqual(["backfill"]); // no backfill starts while an online item waits
+    await until(() => h.model.lanes.length === 3, "the online batch, then backfill again");
+    expect(h.model.lanes).toEqual(["backfill", "online", "backfill"]);
+    expect(h.model.calls[1]).toEqual(["text 0"]);
+    h.model.auto = true;
+    h.model.release();
+    const [online, backfill] = h.committers as FakeCommitter[];
+    await until(() => (backfill?.completions.size ?? 0) === 6 && online?.completions.size === 1, "all done");
+  });
+
+  it("lanes: an online batch does not wait for a busy backfill slot, and runs in the online lane", async () => {
+    const h = await started(lanes, {}, [P0, B0]);
+    h.source.deliver(B0, [record(0, "b-0"), record(1, "b-1"), record(2, "b-2")]);
+    await until(() => h.model.waiting === 1, "a backfill slice at the model");
+    h.source.deliver(P0, [record(0, "o-0")]);
+    await until(() => h.model.waiting === 2, "the online batch at the model beside it");
+    expect(h.model.lanes).toEqual(["backfill", "online"]);
+  });
+
+  it("lanes: online items leave by earliest deadline", async () => {
+    const h = await started({ ...lanes, maxBatchSize: 1 });
+    h.source.deliver(P0, [withFields(0, {})]); // occupies the model (one slot)
+    await until(() => h.model.waiting === 1, "the first batch");
+    const now = Date.now();
+    h.source.deliver(P0, [
+      withFields(1, { deadlineMs: now + 60_000 }),
+      withFields(2, { deadlineMs: now + 20_000 }),
+      withFields(3, { deadlineMs: now + 40_000 }),
+    ]);
+    h.model.auto = true;
+    h.model.release();
+    await until(() => h.model.calls.length === 4, "all batches");
+    expect(h.model.calls.slice(1)).toEqual([["text 2"], ["text 3"], ["text 1"]]);
+  });
+
+  it("backpressure pauses backfill partitions at half the bound, online ones at the bound", async () => {
+    const h = await started({ ...lanes, maxQueuedRecords: 8 }, {}, [P0, B0]);
+    const paused: unknown[] = [];
+    h.processor["d"].events.on("consumer.paused", (e) => paused.push(e.lanes));
+    h.source.deliver(
+      B0,
+      Array.from({ length: 4 }, (_, i) => record(i, `b-${i}`)),
+    );
+    expect(h.source.paused.has(`${BF}/0`)).toBe(true);
+    expect(h.source.paused.has(`${TOPIC}/0`)).toBe(false);
+    h.source.deliver(
+      P0,
+      Array.from({ length: 4 }, (_, i) => record(i, `o-${i}`)),
+    );
+    expect(h.source.paused.has(`${TOPIC}/0`)).toBe(true);
+    expect(paused).toEqual([["backfill"], ["online"]]);
+    h.model.auto = true;
+    h.model.release();
+    const all = () => (h.committers as FakeCommitter[]).reduce((n, c) => n + c.completions.size, 0);
+    await until(() => all() === 8, "all completions");
+    for (const c of h.committers as FakeCommitter[]) c.commitCompleted();
+    expect(h.source.paused.size).toBe(0);
+  });
+
+  it("fallback: overload, model_error and a missed deadline give status fallback with the rule's output", async () => {
+    const h = await started({ ...lanes, maxBatchSize: 4, maxInFlightBatches: 1 }, { fallback: rules() });
+    h.model.failTexts.add("urgent crash");
+    const soon = Date.now() + 30;
+    h.source.deliver(P0, [withFields(0, { text: "urgent crash" }), withFields(1, { deadlineMs: soon })]);
+    await until(() => h.model.waiting === 1, "the first batch");
+    // Two online requests are held (maxOnlineQueue 2): the next ones fall back at once.
+    h.source.deliver(P0, [withFields(2, { text: "an urgent one" }), withFields(3, {})]);
+    const committer = h.committers[0] as FakeCommitter;
+    expect(decoded(committer.completions.get("2"))).toMatchObject({
+      status: "fallback",
+      fallbackReason: "overload",
+      output: { label: "block", scores: { block: 0.9, allow: 0.1 } },
+    });
+    expect(committer.completions.get("2")?.fallbackReason).toBe("overload");
+    expect(decoded(committer.completions.get("3"))).toMatchObject({
+      status: "fallback",
+      fallbackReason: "overload",
+      output: { label: "allow" },
+    });
+    // An already-late request says deadline, even with the queue full.
+    h.source.deliver(P0, [withFields(4, { deadlineMs: Date.now() - 1 })]);
+    expect(decoded(committer.completions.get("4"))).toMatchObject({
+      status: "fallback",
+      fallbackReason: "deadline",
+    });
+    expect(h.model.calls[0]).toEqual(["urgent crash"]);
+    await new Promise((r) => setTimeout(r, 40)); // record 1's deadline passes while it waits for the slot
+    h.model.auto = true;
+    h.model.release();
+    await until(() => committer.completions.size === 5, "the model's answer");
+    // Record 1 was late at dispatch: deadline, answered without the model.
+    expect(decoded(committer.completions.get("1"))).toMatchObject({
+      status: "fallback",
+      fallbackReason: "deadline",
+    });
+    expect(h.model.calls).toHaveLength(1);
+    expect(decoded(committer.completions.get("0"))).toMatchObject({
+      status: "fallback",
+      fallbackReason: "model_error",
+      output: { label: "block" },
+    });
+  });
+
+  it("fallback: a request predicted to miss its deadline falls back at intake, before it expires", async () => {
+    const h = await started({ ...lanes, maxBatchSize: 1 }, { fallback: rules() });
+    h.model.auto = true;
+    h.model.inferenceMs = 5_000; // measured: 5 s per item
+    h.source.deliver(P0, [withFields(0, {})]);
+    const committer = h.committers[0] as FakeCommitter;
+    await until(() => committer.completions.size === 1, "the warm-up result");
+    const deadlineMs = Date.now() + 1_000;
+    h.source.deliver(P0, [withFields(1, { deadlineMs })]);
+    const result = decoded(committer.completions.get("1"));
+    expect(result).toMatchObject({ status: "fallback", fallbackReason: "deadline" });
+    expect((result["timing"] as { completedAt: number }).completedAt).toBeLessThan(deadlineMs);
+    expect(h.model.calls).toHaveLength(1); // never reached the model
+  });
+
+  it("without rules a late request expires and a model failure is a dead letter, as before", async () => {
+    const h = await started({ ...lanes, maxBatchSize: 4 });
+    h.model.auto = true;
+    h.model.failTexts.add("urgent crash");
+    h.source.deliver(P0, [
+      withFields(0, { text: "urgent crash" }),
+      withFields(1, { deadlineMs: Date.now() - 1 }),
+    ]);
+    const committer = h.committers[0] as FakeCommitter;
+    await until(() => committer.completions.size === 2, "both");
+    expect(committer.completions.get("0")?.outcome).toBe("dead_letter");
+    expect(decoded(committer.completions.get("1"))).toMatchObject({ status: "expired" });
+  });
+
+  it("backfill rows never fall back, even with rules", async () => {
+    const h = await started({ ...lanes, maxBatchSize: 4 }, { fallback: rules() }, [P0, B0]);
+    h.model.auto = true;
+    h.model.failTexts.add("urgent crash");
+    h.source.deliver(B0, [withFields(0, { text: "urgent crash" }), withFields(1, {})]);
+    const backfill = h.committers.find((_, i) => i === 1) as FakeCommitter;
+    await until(() => backfill.completions.size === 2, "both rows");
+    expect(backfill.completions.get("0")?.outcome).toBe("dead_letter");
+    expect(decoded(backfill.completions.get("1"))).toMatchObject({ status: "ok" });
   });
 });
 

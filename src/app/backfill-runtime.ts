@@ -1,0 +1,152 @@
+import { readFile } from "node:fs/promises";
+import { BackfillSubmission, type SubmissionSummary } from "../backfill/backfill-submission.js";
+import { type ExportSummary, exportRun } from "../backfill/run-export.js";
+import { assertRunId, type RunManifest, unknownRun } from "../backfill/run-manifest.js";
+import { type RunStatusReport, summarizeRun } from "../backfill/run-outcomes.js";
+import { hashConfig, sluiceProvenance } from "../batch/batch-manifest.js";
+import { backfillResultsTopic, type SluiceConfig } from "../config/config-schema.js";
+import { KafkaRunWriter } from "../kafka/backfill-run-writer.js";
+import { createKafka } from "../kafka/kafka-client.js";
+import { RunManifestStore } from "../kafka/run-manifest-store.js";
+import { RunOutcomeReader } from "../kafka/run-outcome-reader.js";
+import { fingerprintModel } from "../model/model-fingerprint.js";
+import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
+import { SluiceError } from "../sluice-error.js";
+import { type BatchSourceRequest, createBatchSource, modelOutputSettings } from "./batch-runtime.js";
+
+/** `sluice backfill submit` as the CLI asks for it; unset fields come from the configuration. */
+export interface BackfillSubmitRequest extends BatchSourceRequest {
+  runId: string;
+  /** Input rows per submit transaction. Default 500. */
+  chunkRows?: number;
+}
+
+export const DEFAULT_SUBMIT_CHUNK_ROWS = 500;
+export const DEFAULT_EXPORT_PART_ROWS = 10_000;
+
+/**
+ * Composition roots of `sluice backfill submit|status|export` (docs/lanes.md, "Backfill runs"):
+ * the Kafka adapters (run writer, manifest store, outcome reader) wired to the backfill domain
+ * (`BackfillSubmission`, `summarizeRun`, `exportRun`) from one configuration. Wiring only.
+ */
+export async function submitBackfill(
+  config: SluiceConfig,
+  request: BackfillSubmitRequest,
+  onChunk?: (manifest: RunManifest) => void,
+): Promise<SubmissionSummary> {
+  assertRunId(request.runId);
+  const backfillTopic = config.topics.backfill[0];
+  if (backfillTopic === undefined) {
+    throw new SluiceError(
+      "CONFIG_INVALID",
+      "topics.backfill is empty: name the backfill topic the serve group consumes (SLUICE_TOPICS__BACKFILL or topics.backfill in the config)",
+    );
+  }
+  const { source, inputFormat } = createBatchSource(config, request);
+  const kafka = createKafka(config.kafka, undefined, { clientId: `${config.kafka.clientId}-backfill` });
+  const store = runStore(config);
+  const writer = new KafkaRunWriter({
+    kafka,
+    runId: request.runId,
+    backfillTopic,
+    store,
+    transactionTimeoutMs: config.delivery.transactionTimeoutMs,
+  });
+  const m = config.model;
+  // Everything here changes what the model returns for a row; the model files are its version.
+  const outputConfig = {
+    ...modelOutputSettings(config),
+    inputFormat,
+    idField: request.idField ?? config.batch.idField,
+    textField: request.textField ?? config.batch.textField,
+    requestCodec: config.topics.requestCodec,
+  };
+  try {
+    return await new BackfillSubmission({
+      source,
+      writer,
+      // Backfill rows are Sluice's own records: with avro-registry they are written as bare Avro with
+      // a content-type header, which serve's decoder selects by header (no registry id needed).
+      codec: config.topics.requestCodec === "avro-registry" ? "avro" : config.topics.requestCodec,
+      chunkRows: request.chunkRows ?? DEFAULT_SUBMIT_CHUNK_ROWS,
+      maxRecordBytes: config.delivery.maxMessageBytes,
+      submittedIds: async (manifest) =>
+        (await outcomeReader(config).submittedRows(manifest)).map((r) => r.id),
+      onChunk,
+      run: {
+        runId: request.runId,
+        sluice: sluiceProvenance(),
+        topics: {
+          backfill: backfillTopic,
+          results: backfillResultsTopic(config.topics),
+          deadLetters: config.topics.deadLetters,
+        },
+        model: { name: m.name, expectedVersion: await expectedModelVersion(config) },
+        config: outputConfig,
+        configHash: hashConfig(outputConfig),
+      },
+    }).run();
+  } finally {
+    await Promise.allSettled([writer.close(), source.close()]);
+  }
+}
+
+/** `sluice backfill status ID`: progress from the manifest and the committed results and dead letters. */
+export async function backfillStatus(config: SluiceConfig, runId: string): Promise<RunStatusReport> {
+  const manifest = await requireRun(config, runId);
+  const outcomes = await outcomeReader(config).outcomes(manifest);
+  return summarizeRun(manifest, outcomes);
+}
+
+/** `sluice backfill export ID --output DIR`. */
+export async function exportBackfill(
+  config: SluiceConfig,
+  runId: string,
+  dir: string,
+  partRows: number = DEFAULT_EXPORT_PART_ROWS,
+): Promise<ExportSummary> {
+  const manifest = await requireRun(config, runId);
+  const reader = outcomeReader(config);
+  const outcomes = await reader.outcomes(manifest);
+  const submitted = await reader.submittedRows(manifest);
+  return exportRun({ dir, manifest, submitted, outcomes, partRows });
+}
+
+async function requireRun(config: SluiceConfig, runId: string): Promise<RunManifest> {
+  assertRunId(runId);
+  const manifest = await runStore(config).latest(runId);
+  if (!manifest) throw unknownRun(runId, config.topics.runs);
+  return manifest;
+}
+
+function runStore(config: SluiceConfig): RunManifestStore {
+  return new RunManifestStore({
+    kafka: createKafka(config.kafka, undefined, { clientId: `${config.kafka.clientId}-runs` }),
+    topic: config.topics.runs,
+    replicationFactor: config.topics.replicationFactor,
+  });
+}
+
+function outcomeReader(config: SluiceConfig): RunOutcomeReader {
+  return new RunOutcomeReader(
+    createKafka(config.kafka, undefined, { clientId: `${config.kafka.clientId}-backfill-status` }),
+  );
+}
+
+/**
+ * The version results of this configuration will carry (the same fingerprint `ModelRunner` reports),
+ * recorded in the manifest so `status` can flag results from another model. The default model is
+ * fetched once if absent, as `serve` would; a model that cannot be read gives null (unknown).
+ */
+async function expectedModelVersion(config: SluiceConfig): Promise<string | null> {
+  try {
+    const o = await modelRunnerOptionsFromConfig(config, (line) => process.stderr.write(`model: ${line}\n`));
+    const [model, tokenizer] = await Promise.all([readFile(o.modelPath), readFile(o.tokenizerPath)]);
+    return fingerprintModel(model, tokenizer).version;
+  } catch (error) {
+    process.stderr.write(
+      `backfill: cannot read the configured model (${(error as Error).message}); the run records no expected model version\n`,
+    );
+    return null;
+  }
+}

@@ -1,0 +1,238 @@
+import type { InputDescription } from "../batch/batch-manifest.js";
+import { canonicalJson } from "../batch/batch-manifest.js";
+import { SluiceError } from "../sluice-error.js";
+
+/**
+ * The manifest of a backfill run (docs/lanes.md, "Backfill runs"): what `sluice backfill submit` read,
+ * where it wrote it and how far it got. It lives in the compacted `topics.runs` topic keyed by run id
+ * and is written in the same Kafka transaction as the rows it accounts for, so the last committed
+ * manifest always says exactly which input rows are on the backfill topic: a resumed submit starts at
+ * `rowsRead`, and rows of an aborted transaction are invisible to `read_committed` readers (`serve`).
+ */
+export const RUN_MANIFEST_FORMAT_VERSION = 1;
+
+/**
+ * Rows that could not be submitted (no id, undecodable, non-string text, too large) are listed up to
+ * this many, each message cut to MAX_INVALID_MESSAGE_CHARS, so a manifest stays far below the broker's
+ * default 1 MiB record limit (it must fit one record of the runs topic).
+ */
+export const MAX_LISTED_INVALID_ROWS = 1000;
+export const MAX_INVALID_MESSAGE_CHARS = 200;
+
+export type RunStatus = "submitting" | "submitted";
+
+/** The run's records on one backfill partition: offsets [startOffset, endOffset), `records` of them. */
+export interface RunPartitionRange {
+  partition: number;
+  startOffset: string;
+  endOffset: string;
+  records: number;
+}
+
+export interface InvalidRow {
+  row: number;
+  code: string;
+  message: string;
+}
+
+export interface RunManifest {
+  formatVersion: number;
+  runId: string;
+  status: RunStatus;
+  createdAt: string;
+  updatedAt: string;
+  sluice: { version: string; gitCommit: string | null };
+  /** Input identity: SHA-256, size and rows of a file, or the fixed offset ranges of a topic. */
+  input: InputDescription;
+  /** Where the rows went and where their outcomes go. */
+  topics: { backfill: string; results: string; deadLetters: string };
+  /** Model name and expected version (12 hex of SHA-256 over model + tokenizer; null if not local). */
+  model: { name: string; expectedVersion: string | null };
+  /** Settings that change outputs (task, pooling, …, id/text fields) and their SHA-256. */
+  config: Record<string, unknown>;
+  configHash: string;
+  /** Input rows handled so far (submitted or invalid): the resume point. */
+  rowsRead: number;
+  rowsSubmitted: number;
+  rowsInvalid: number;
+  /** The first MAX_LISTED_INVALID_ROWS invalid rows. */
+  invalid: InvalidRow[];
+  /** Per backfill partition, the offsets holding this run's records. */
+  partitions: RunPartitionRange[];
+  /** Committed submit transactions (chunks). */
+  transactions: number;
+}
+
+/** Where one chunk's records landed on one partition (from the produce response). */
+export interface PlacedRecords {
+  partition: number;
+  baseOffset: string;
+  count: number;
+}
+
+/** Run ids become part of transactional ids and file names: keep them to Kafka's topic alphabet. */
+export function assertRunId(runId: string): void {
+  if (!/^[a-zA-Z0-9._-]{1,100}$/.test(runId)) {
+    throw new SluiceError(
+      "CONFIG_INVALID",
+      `--run-id "${runId}" is not valid: use 1–100 letters, digits, '.', '_' or '-' (e.g. reembed-2026-12-01)`,
+    );
+  }
+}
+
+export function newRunManifest(
+  fields: Pick<RunManifest, "runId" | "sluice" | "input" | "topics" | "model" | "config" | "configHash">,
+  now: Date = new Date(),
+): RunManifest {
+  const at = now.toISOString();
+  return {
+    formatVersion: RUN_MANIFEST_FORMAT_VERSION,
+    status: "submitting",
+    createdAt: at,
+    updatedAt: at,
+    ...fields,
+    rowsRead: 0,
+    rowsSubmitted: 0,
+    rowsInvalid: 0,
+    invalid: [],
+    partitions: [],
+    transactions: 0,
+  };
+}
+
+/**
+ * Refuses to continue a run from a different input or with different outputs settings: the rows
+ * already submitted would then not be the first rows of this input, and resuming at `rowsRead` would
+ * silently mix two datasets under one run id.
+ */
+export function assertSameSubmission(
+  existing: RunManifest,
+  current: Pick<RunManifest, "input" | "topics" | "configHash" | "config">,
+): void {
+  const a = existing.input;
+  const b = current.input;
+  const run = `run ${existing.runId}`;
+  if (a.kind !== b.kind || a.uri !== b.uri) {
+    throw mismatch(`${run} was submitted from ${a.uri}, not ${b.uri}: use a new --run-id for a new input`);
+  }
+  if (a.kind === "file" && b.kind === "file" && a.sha256 !== b.sha256) {
+    throw mismatch(
+      `input file ${b.uri.replace(/^file:\/\//, "")} changed since ${run} was submitted from it (sha256 ${a.sha256.slice(0, 12)}… then, ${b.sha256.slice(0, 12)}… now); submit the new content under a new --run-id`,
+    );
+  }
+  if (
+    a.kind === "kafka" &&
+    b.kind === "kafka" &&
+    (canonicalJson(a.spec) !== canonicalJson(b.spec) || canonicalJson(a.ranges) !== canonicalJson(b.ranges))
+  ) {
+    throw mismatch(`${run} read other offset ranges of ${a.topic} (--range/--from/--to); use a new --run-id`);
+  }
+  if (existing.topics.backfill !== current.topics.backfill) {
+    throw mismatch(
+      `${run} was submitted to backfill topic ${existing.topics.backfill}, not ${current.topics.backfill} (topics.backfill)`,
+    );
+  }
+  if (existing.configHash !== current.configHash) {
+    const changed = [...new Set([...Object.keys(existing.config), ...Object.keys(current.config)])].filter(
+      (k) => canonicalJson(existing.config[k]) !== canonicalJson(current.config[k]),
+    );
+    throw mismatch(
+      `${run} was submitted with other output-affecting settings (${changed.join(", ") || "config hash"}); use a new --run-id`,
+    );
+  }
+}
+
+/** The manifest after one more committed chunk: `rowsRead` rows handled in total. Pure. */
+export function withChunk(
+  m: RunManifest,
+  chunk: { rowsRead: number; placed: readonly PlacedRecords[]; invalid: readonly InvalidRow[] },
+  now: Date = new Date(),
+): RunManifest {
+  const partitions = new Map(m.partitions.map((p) => [p.partition, { ...p }]));
+  let submitted = 0;
+  for (const p of chunk.placed) {
+    if (p.count <= 0) continue;
+    submitted += p.count;
+    const end = (BigInt(p.baseOffset) + BigInt(p.count)).toString();
+    const range = partitions.get(p.partition);
+    if (range) {
+      range.endOffset = BigInt(end) > BigInt(range.endOffset) ? end : range.endOffset;
+      range.records += p.count;
+    } else {
+      partitions.set(p.partition, {
+        partition: p.partition,
+        startOffset: p.baseOffset,
+        endOffset: end,
+        records: p.count,
+      });
+    }
+  }
+  const room = Math.max(0, MAX_LISTED_INVALID_ROWS - m.invalid.length);
+  return {
+    ...m,
+    updatedAt: now.toISOString(),
+    rowsRead: chunk.rowsRead,
+    rowsSubmitted: m.rowsSubmitted + submitted,
+    rowsInvalid: m.rowsInvalid + chunk.invalid.length,
+    invalid: [
+      ...m.invalid,
+      ...chunk.invalid
+        .slice(0, room)
+        .map((i) => ({ ...i, message: i.message.slice(0, MAX_INVALID_MESSAGE_CHARS) })),
+    ],
+    partitions: [...partitions.values()].sort((x, y) => x.partition - y.partition),
+    transactions: m.transactions + 1,
+  };
+}
+
+/** The manifest once every input row is handled. */
+export function asSubmitted(m: RunManifest, input: InputDescription, now: Date = new Date()): RunManifest {
+  const finalInput: InputDescription = input.kind === "kafka" ? { ...input, rows: m.rowsRead } : input;
+  return { ...m, input: finalInput, status: "submitted", updatedAt: now.toISOString() };
+}
+
+export function encodeRunManifest(m: RunManifest): Buffer {
+  return Buffer.from(JSON.stringify(m), "utf8");
+}
+
+/** Decodes a runs-topic record value; a record that is not a run manifest of this format is an error. */
+export function decodeRunManifest(value: Buffer, where: string): RunManifest {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value.toString("utf8"));
+  } catch (cause) {
+    throw new SluiceError("INPUT_INVALID", `${where} is not valid JSON; it is not a Sluice run manifest`, {
+      cause,
+    });
+  }
+  const m = parsed as Partial<RunManifest>;
+  if (
+    m === null ||
+    typeof m !== "object" ||
+    typeof m.runId !== "string" ||
+    typeof m.rowsRead !== "number" ||
+    !Array.isArray(m.partitions)
+  ) {
+    throw new SluiceError("INPUT_INVALID", `${where} is not a Sluice run manifest`);
+  }
+  if (m.formatVersion !== RUN_MANIFEST_FORMAT_VERSION) {
+    throw new SluiceError(
+      "MANIFEST_MISMATCH",
+      `${where} has manifest format ${String(m.formatVersion)}, this Sluice reads ${RUN_MANIFEST_FORMAT_VERSION}; use a new --run-id or a matching Sluice version`,
+    );
+  }
+  return m as RunManifest;
+}
+
+/** The error for an unknown run id (status, export). */
+export function unknownRun(runId: string, runsTopic: string): SluiceError {
+  return new SluiceError(
+    "RUN_NOT_FOUND",
+    `no backfill run "${runId}" in ${runsTopic} (topics.runs); check the id, or submit it with sluice backfill submit --run-id ${runId}`,
+    { context: { runId, topic: runsTopic } },
+  );
+}
+
+function mismatch(message: string): SluiceError {
+  return new SluiceError("MANIFEST_MISMATCH", message);
+}

@@ -1,0 +1,295 @@
+import {
+  type BatchLane,
+  type BatchPolicyOptions,
+  decideLanes,
+  type QueueState,
+  validateBatchPolicyOptions,
+} from "./batch-policy.js";
+import { FlushTimer } from "./flush-timer.js";
+import { type BatcherClock, MICRO_BATCHER_DEFAULTS, type MicroBatch, systemClock } from "./micro-batcher.js";
+
+/** A batch of one lane. */
+export interface LaneBatch<T> extends MicroBatch<T> {
+  lane: BatchLane;
+}
+
+export interface LaneBatcherOptions<T> {
+  /** Most items per batch (both lanes). Default 32. */
+  maxBatchSize?: number;
+  /** Most tokens per batch (both lanes). Default 8192. */
+  maxBatchTokens?: number;
+  /** Longest wait of the oldest online item for company, ms. Default 10. */
+  maxWaitMs?: number;
+  /** Initial expected batch inference time, ms (feeds the online deadline rule). Default 0. */
+  estimatedInferenceMs?: number;
+  /** Most online batches handed out and not yet `done("online")`. Positive integer. Default 2. */
+  onlineSlots?: number;
+  /** Most backfill batches handed out and not yet `done("backfill")`. Positive integer. Default 2. */
+  backfillSlots?: number;
+  clock?: BatcherClock;
+  /** Runs synchronously and must not throw (the items have left the queue). */
+  onBatch: (batch: LaneBatch<T>) => void;
+}
+
+interface Entry<T> {
+  item: T;
+  tokens: number;
+  deadline: number | null;
+  enqueuedAt: number;
+}
+
+/** Compact once this many consumed slots sit before `head`. */
+const COMPACT_THRESHOLD = 1024;
+
+/**
+ * One lane's queue: an array with a head index (no `Array.shift`, DESIGN.md §6.10). The online lane
+ * keeps it sorted by deadline (stable: equal deadlines stay in arrival order, no deadline sorts
+ * last); insertion is a binary search and almost always an append, since most deadlines are the
+ * record timestamp + `delivery.defaultTimeoutMs`.
+ */
+class LaneQueue<T> {
+  private entries: (Entry<T> | undefined)[] = [];
+  private head = 0;
+  private totalTokens = 0;
+  /** Oldest enqueue time; undefined = recompute (after removals). */
+  private oldest: number | null | undefined = null;
+  readonly tokenAt = (i: number): number => this.entries[this.head + i]?.tokens ?? 0;
+
+  /** Deadline of the i-th queued entry (Infinity for none). */
+  deadlineAt(i: number): number {
+    return this.entries[this.head + i]?.deadline ?? Number.POSITIVE_INFINITY;
+  }
+
+  constructor(private readonly byDeadline: boolean) {}
+
+  get size(): number {
+    return this.entries.length - this.head;
+  }
+
+  get tokens(): number {
+    return this.totalTokens;
+  }
+
+  insert(entry: Entry<T>): void {
+    this.totalTokens += entry.tokens;
+    if (this.oldest !== undefined && (this.oldest === null || entry.enqueuedAt < this.oldest))
+      this.oldest = entry.enqueuedAt;
+    const key = entry.deadline ?? Number.POSITIVE_INFINITY;
+    const last = this.entries[this.entries.length - 1];
+    if (!this.byDeadline || this.size === 0 || (last?.deadline ?? Number.POSITIVE_INFINITY) <= key) {
+      this.entries.push(entry);
+      return;
+    }
+    let lo = this.head;
+    let hi = this.entries.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if ((this.entries[mid]?.deadline ?? Number.POSITIVE_INFINITY) <= key) lo = mid + 1;
+      else hi = mid;
+    }
+    this.entries.splice(lo, 0, entry);
+  }
+
+  take(n: number): Entry<T>[] {
+    const end = this.head + Math.max(1, Math.min(n, this.size));
+    const out = this.entries.slice(this.head, end) as Entry<T>[];
+    for (let i = this.head; i < end; i++) this.entries[i] = undefined;
+    this.head = end;
+    for (const e of out) this.totalTokens -= e.tokens;
+    this.oldest = undefined;
+    this.compact();
+    return out;
+  }
+
+  drop(predicate: (item: T) => boolean): number {
+    const kept = (this.entries.slice(this.head) as Entry<T>[]).filter((e) => !predicate(e.item));
+    const dropped = this.size - kept.length;
+    if (dropped === 0) return 0;
+    this.entries = kept;
+    this.head = 0;
+    this.totalTokens = kept.reduce((n, e) => n + e.tokens, 0);
+    this.oldest = undefined;
+    return dropped;
+  }
+
+  state(closing: boolean): QueueState {
+    if (this.oldest === undefined) {
+      let oldest: number | null = null;
+      for (let i = this.head; i < this.entries.length; i++) {
+        const at = (this.entries[i] as Entry<T>).enqueuedAt;
+        if (oldest === null || at < oldest) oldest = at;
+      }
+      this.oldest = oldest;
+    }
+    const first = this.entries[this.head];
+    return {
+      count: this.size,
+      tokens: this.totalTokens,
+      oldestEnqueuedAtMs: this.size > 0 ? this.oldest : null,
+      // Sorted by deadline: the earliest is the head (null = none has a deadline).
+      earliestDeadlineMs: this.byDeadline && first ? first.deadline : null,
+      closing,
+      tokenAt: this.tokenAt,
+    };
+  }
+
+  private compact(): void {
+    if (this.head === this.entries.length) {
+      this.entries = [];
+      this.head = 0;
+    } else if (this.head >= COMPACT_THRESHOLD && this.head * 2 >= this.entries.length) {
+      this.entries = this.entries.slice(this.head);
+      this.head = 0;
+    }
+  }
+}
+
+/**
+ * The streaming processor's batcher (docs/lanes.md): an online lane ordered by deadline and a backfill
+ * lane in arrival order, with `decideLanes` deciding which lane forms the next batch. A batch forms
+ * only when it can start (fewer than that lane's slots are out), so formed batches never queue: online
+ * batches by the usual rules (docs/batching.md), backfill batches only while no online item waits.
+ * Call `done(lane)` when a batch has finished.
+ */
+export class LaneBatcher<T> {
+  private readonly policy: Required<BatchPolicyOptions>;
+  private readonly clock: BatcherClock;
+  private readonly onBatch: (batch: LaneBatch<T>) => void;
+  private readonly slots: Record<BatchLane, number>;
+  private readonly running: Record<BatchLane, number> = { online: 0, backfill: 0 };
+  private readonly online = new LaneQueue<T>(true);
+  private readonly backfill = new LaneQueue<T>(false);
+  private readonly timer: FlushTimer;
+  private closing = false;
+  private closed = false;
+  private evaluating = false;
+
+  constructor(opts: LaneBatcherOptions<T>) {
+    this.policy = {
+      maxBatchSize: opts.maxBatchSize ?? MICRO_BATCHER_DEFAULTS.maxBatchSize,
+      maxBatchTokens: opts.maxBatchTokens ?? MICRO_BATCHER_DEFAULTS.maxBatchTokens,
+      maxWaitMs: opts.maxWaitMs ?? MICRO_BATCHER_DEFAULTS.maxWaitMs,
+      estimatedInferenceMs: opts.estimatedInferenceMs ?? 0,
+    };
+    validateBatchPolicyOptions(this.policy, "LaneBatcher");
+    this.slots = { online: opts.onlineSlots ?? 2, backfill: opts.backfillSlots ?? 2 };
+    for (const [lane, n] of Object.entries(this.slots))
+      if (!Number.isInteger(n) || n < 1)
+        throw new RangeError(`LaneBatcher: ${lane}Slots must be an integer ≥ 1, got ${n}`);
+    this.clock = opts.clock ?? systemClock;
+    this.onBatch = opts.onBatch;
+    this.timer = new FlushTimer(this.clock, () => {
+      if (!this.closed) this.evaluate();
+    });
+  }
+
+  /** Items queued in both lanes. */
+  get size(): number {
+    return this.online.size + this.backfill.size;
+  }
+
+  /** Online items queued (not yet in a batch). */
+  get onlineSize(): number {
+    return this.online.size;
+  }
+
+  get backfillSize(): number {
+    return this.backfill.size;
+  }
+
+  /**
+   * The online item at `deadlineMs` would be at this position (0 = next) of the online queue, which
+   * is ordered by deadline: how many queued online items run before it.
+   */
+  onlinePositionOf(deadlineMs: number): number {
+    let n = 0;
+    // Items ahead = those with an earlier or equal deadline (ties keep arrival order).
+    for (let i = 0; i < this.online.size; i++) {
+      if (this.online.deadlineAt(i) > deadlineMs) break;
+      n++;
+    }
+    return n;
+  }
+
+  add(item: T, meta: { lane: BatchLane; tokens: number; deadlineMs: number | null }): void {
+    if (this.closed) throw new Error("LaneBatcher: add() after close(); create a new batcher");
+    if (!Number.isFinite(meta.tokens) || meta.tokens < 0)
+      throw new RangeError(`LaneBatcher: tokens must be a finite number ≥ 0, got ${String(meta.tokens)}`);
+    const entry = { item, tokens: meta.tokens, deadline: meta.deadlineMs, enqueuedAt: this.clock.now() };
+    (meta.lane === "online" ? this.online : this.backfill).insert(entry);
+    this.evaluate();
+  }
+
+  /** A batch of `lane` handed out by `onBatch` has finished: its slot is free again. */
+  done(lane: BatchLane): void {
+    this.running[lane] = Math.max(0, this.running[lane] - 1);
+    if (!this.closed) this.evaluate();
+  }
+
+  /** Removes queued items matching `predicate` from both lanes; returns how many. */
+  drop(predicate: (item: T) => boolean): number {
+    const dropped = this.online.drop(predicate) + this.backfill.drop(predicate);
+    if (dropped > 0 && !this.closed) this.evaluate();
+    return dropped;
+  }
+
+  setEstimatedInferenceMs(ms: number): void {
+    if (!Number.isFinite(ms) || ms < 0)
+      throw new RangeError(
+        `LaneBatcher: estimatedInferenceMs must be a finite number ≥ 0, got ${String(ms)}`,
+      );
+    this.policy.estimatedInferenceMs = ms;
+    if (this.size > 0 && !this.closed) this.evaluate();
+  }
+
+  /** Flushes both lanes (reason `shutdown`, online first) and stops the timer. Safe to call twice. */
+  close(): void {
+    if (this.closed) return;
+    this.closing = true;
+    this.evaluate();
+    this.closed = true;
+    this.timer.cancel();
+  }
+
+  private evaluate(): void {
+    // onBatch may call add() synchronously; the running loop picks the new item up.
+    if (this.evaluating) return;
+    this.evaluating = true;
+    try {
+      for (;;) {
+        const now = this.clock.now();
+        const decision = decideLanes(
+          {
+            online: this.online.state(this.closing),
+            backfill: this.backfill.state(this.closing),
+            onlineRunning: this.running.online,
+            onlineSlots: this.slots.online,
+            backfillRunning: this.running.backfill,
+            backfillSlots: this.slots.backfill,
+          },
+          now,
+          this.policy,
+        );
+        if (!decision.flush) {
+          this.timer.schedule(decision.waitMs, now);
+          return;
+        }
+        const queue = decision.lane === "online" ? this.online : this.backfill;
+        const entries = queue.take(decision.take);
+        this.running[decision.lane]++;
+        let tokens = 0;
+        for (const e of entries) tokens += e.tokens;
+        this.onBatch({
+          lane: decision.lane,
+          items: entries.map((e) => e.item),
+          reason: decision.reason,
+          formedAtMs: this.clock.now(),
+          enqueuedAtMs: entries.map((e) => e.enqueuedAt),
+          tokens,
+        });
+      }
+    } finally {
+      this.evaluating = false;
+    }
+  }
+}

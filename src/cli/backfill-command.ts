@@ -1,0 +1,119 @@
+import type { Command } from "commander";
+import { backfillStatus, exportBackfill, submitBackfill } from "../app/backfill-runtime.js";
+import { splitRangeSpec } from "../batch/offset-spec.js";
+import { SluiceError } from "../sluice-error.js";
+import { BackfillStatusView } from "./backfill-status-view.js";
+import { intOption as positiveInt } from "./batch-command.js";
+import { loadCommandConfig } from "./config-command.js";
+
+interface SubmitOptions {
+  input: string;
+  runId: string;
+  inputFormat?: string;
+  idField?: string;
+  textField?: string;
+  from?: string;
+  to?: string;
+  range?: string;
+  chunkRows?: string;
+}
+
+/**
+ * `sluice backfill submit|status|export`: backfill runs over Kafka, processed by every `sluice serve`
+ * of the group in its backfill lane (docs/lanes.md). Parses, calls src/app/backfill-runtime.ts, prints.
+ */
+export function register(program: Command): void {
+  const backfill = program
+    .command("backfill")
+    .description("Backfill runs over Kafka: submit rows to topics.backfill, follow them, export results");
+
+  backfill
+    .command("submit")
+    .description("Write an input's rows to the backfill topic (resumable, idempotent per --run-id)")
+    .requiredOption("-i, --input <src>", "input: FILE.jsonl, FILE.csv or kafka:TOPIC")
+    .requiredOption("--run-id <id>", "the run's id (letters, digits, . _ -); resubmitting it resumes")
+    .option("--input-format <format>", "jsonl or csv (default: from the file extension)")
+    .option("--id-field <name>", "input field/column holding the id (default: config batch.idField)")
+    .option("--text-field <name>", "input field/column holding the text (default: config batch.textField)")
+    .option("--from <spec>", "topic input start: earliest | P:OFFSET[,P:OFFSET] | ISO timestamp (inclusive)")
+    .option("--to <spec>", "topic input end: latest | P:OFFSET[,P:OFFSET] | ISO timestamp (exclusive)")
+    .option("--range <spec>", "topic input offsets P:START-P:END[,...] (instead of --from/--to)")
+    .option("--chunk-rows <rows>", "input rows per submit transaction", "500")
+    .action(async (opts: SubmitOptions, command: Command) => {
+      const config = loadCommandConfig(command);
+      if (opts.range !== undefined && (opts.from !== undefined || opts.to !== undefined)) {
+        throw new SluiceError("CONFIG_INVALID", "--range replaces --from/--to: give one or the other");
+      }
+      const range = opts.range !== undefined ? splitRangeSpec(opts.range) : { from: opts.from, to: opts.to };
+      const summary = await submitBackfill(
+        config,
+        {
+          input: opts.input,
+          runId: opts.runId,
+          inputFormat: opts.inputFormat,
+          idField: opts.idField,
+          textField: opts.textField,
+          from: range.from,
+          to: range.to,
+          chunkRows: positiveInt("--chunk-rows", opts.chunkRows),
+        },
+        (m) => process.stderr.write(`backfill: ${m.rowsRead} rows handled (${m.rowsSubmitted} submitted)\n`),
+      );
+      const m = summary.manifest;
+      const what =
+        summary.action === "already-submitted"
+          ? `run ${summary.runId} is already submitted; nothing to do`
+          : `run ${summary.runId} submitted${summary.action === "resumed" ? ` (resumed after row ${summary.rowsSkipped})` : ""}: ${summary.rowsWritten} rows written now`;
+      process.stdout.write(
+        `${what}. ${m.rowsSubmitted} rows on ${m.topics.backfill}, ${m.rowsInvalid} invalid (see sluice backfill status ${summary.runId})\n`,
+      );
+    });
+
+  backfill
+    .command("status <runId>")
+    .description("Progress of a run: per partition, rate, ETA, failures, model versions")
+    .option("--json", "print one JSON object")
+    .option("--watch", "refresh until the run is done (a progress bar on a terminal)")
+    .option("--interval-ms <ms>", "refresh interval with --watch", "2000")
+    .action(async (runId: string, opts: { json?: boolean; watch?: boolean; intervalMs: string }, command) => {
+      const config = loadCommandConfig(command as Command);
+      const view = new BackfillStatusView();
+      const interval = positiveInt("--interval-ms", opts.intervalMs) ?? 2000;
+      let report = await backfillStatus(config, runId);
+      while (opts.watch && !report.done) {
+        if (!opts.json) view.progress(report);
+        await new Promise((r) => setTimeout(r, interval));
+        report = await backfillStatus(config, runId);
+      }
+      if (opts.json) {
+        process.stdout.write(`${JSON.stringify(report)}\n`);
+        return;
+      }
+      view.progress(report);
+      view.finish(report);
+    });
+
+  backfill
+    .command("export <runId>")
+    .description("Write a run's results as JSONL part files + manifest.json (resumable; checks completeness)")
+    .requiredOption("-o, --output <dir>", "directory for part files and manifest.json")
+    .option("--part-rows <rows>", "input rows per part file", "10000")
+    .action(async (runId: string, opts: { output: string; partRows: string }, command) => {
+      const config = loadCommandConfig(command as Command);
+      const s = await exportBackfill(config, runId, opts.output, positiveInt("--part-rows", opts.partRows));
+      if (!s.wroteAnything) {
+        process.stdout.write(`run ${runId} is already exported to ${s.dir}; nothing new to write\n`);
+        return;
+      }
+      process.stdout.write(
+        `export of ${runId} to ${s.dir}: ${s.partsWritten} parts written (${s.rowsWritten} rows), ${s.partsSkipped} already there\n`,
+      );
+      if (s.duplicates > 0) process.stdout.write(`WARNING: ${s.duplicates} ids have more than one result\n`);
+      if (!s.complete) {
+        process.stdout.write(
+          `incomplete: ${s.missing} submitted ids have no result yet${s.missingIds.length ? ` (e.g. ${s.missingIds.slice(0, 5).join(", ")})` : ""}; run the same export again once sluice backfill status ${runId} says done\n`,
+        );
+        process.exitCode = 2;
+      }
+    });
+}

@@ -1,0 +1,79 @@
+import type { Kafka } from "kafkajs";
+import { decodeRunManifest, type RunManifest } from "../backfill/run-manifest.js";
+import { SluiceError } from "../sluice-error.js";
+import { withAdmin } from "./admin-session.js";
+import { readKafkaRanges } from "./kafka-range-reader.js";
+
+export interface RunManifestStoreOptions {
+  kafka: Kafka;
+  /** `topics.runs`: compacted, keyed by run id. */
+  topic: string;
+  /** Replication factor when the topic is created. */
+  replicationFactor: number;
+}
+
+/**
+ * Reads backfill run manifests from the compacted runs topic (`topics.runs`, one partition, created
+ * on first submit). The latest committed record of a run id is its manifest; `read_committed` hides
+ * the manifests of aborted submit transactions. Writing happens only inside a submit transaction
+ * (src/kafka/backfill-run-writer.ts).
+ */
+export class RunManifestStore {
+  constructor(private readonly o: RunManifestStoreOptions) {}
+
+  get topic(): string {
+    return this.o.topic;
+  }
+
+  /** Creates the runs topic (1 partition, cleanup.policy=compact) if it does not exist. */
+  async ensureTopic(): Promise<void> {
+    await withAdmin(this.o.kafka, async (admin) => {
+      if ((await admin.listTopics()).includes(this.o.topic)) return;
+      try {
+        await admin.createTopics({
+          waitForLeaders: true,
+          topics: [
+            {
+              topic: this.o.topic,
+              numPartitions: 1,
+              replicationFactor: this.o.replicationFactor,
+              configEntries: [{ name: "cleanup.policy", value: "compact" }],
+            },
+          ],
+        });
+      } catch (cause) {
+        if ((await admin.listTopics()).includes(this.o.topic)) return; // created concurrently
+        throw new SluiceError(
+          "BROKER_UNAVAILABLE",
+          `cannot create the runs topic ${this.o.topic} (topics.runs): ${(cause as Error).message}`,
+          { cause, retriable: true, context: { topic: this.o.topic } },
+        );
+      }
+    });
+  }
+
+  /** The run's last committed manifest, or null when the run (or the runs topic) does not exist. */
+  async latest(runId: string): Promise<RunManifest | null> {
+    const ranges = await withAdmin(this.o.kafka, async (admin) => {
+      if (!(await admin.listTopics()).includes(this.o.topic)) return null;
+      const offsets = await admin.fetchTopicOffsets(this.o.topic);
+      return offsets.map((o) => ({ partition: o.partition, startOffset: o.low, endOffset: o.high }));
+    });
+    if (ranges === null) return null;
+    let last: RunManifest | null = null;
+    for await (const { partition, message } of readKafkaRanges({
+      kafka: this.o.kafka,
+      topic: this.o.topic,
+      ranges,
+      groupIdPrefix: "sluice-runs",
+    })) {
+      if (message.key?.toString("utf8") !== runId) continue;
+      if (message.value === null) {
+        last = null; // a tombstone: the run was deleted
+        continue;
+      }
+      last = decodeRunManifest(message.value, `${this.o.topic}/${partition}@${message.offset}`);
+    }
+    return last;
+  }
+}

@@ -1,0 +1,142 @@
+import type { LaneBatch } from "../batching/lane-batcher.js";
+import type { BatcherClock } from "../batching/micro-batcher.js";
+import type { FallbackReason } from "../contracts/inference.js";
+import type { CompletionBuilder } from "../delivery/completion-builder.js";
+import type { RecordCompletion } from "../delivery/outbound-message.js";
+import { expiredOutcome, type ResultOutcome } from "../delivery/result-builder.js";
+import type { FallbackPolicy } from "../fallback/fallback-policy.js";
+import { type ModelPort, runBatch } from "../model/model-port.js";
+import type { SluiceEventMap, SluiceEventName } from "../observability/sluice-events.js";
+import type { PartitionTask } from "./partition-task.js";
+import type { WorkItem } from "./request-intake.js";
+
+/** What a BatchRunner needs of the processor (DESIGN.md §6.17: a minimal context, not the owner). */
+export interface BatchRunnerContext {
+  model: ModelPort;
+  completions: CompletionBuilder;
+  clock: Pick<BatcherClock, "now">;
+  /** Unset: no fallback rules (requests expire or dead-letter as without lanes). */
+  fallback: FallbackPolicy | undefined;
+  emit<K extends SluiceEventName>(name: K, payload: SluiceEventMap[K]): void;
+  /** Measured inference ms per item (0 = not measured yet). */
+  msPerItem(): number;
+  recordInference(size: number, inferenceMs: number): void;
+  complete(task: PartitionTask, generation: number, offset: string, completion: RecordCompletion): void;
+}
+
+/**
+ * Runs one formed batch to its completions: void items skipped, expired (or, with fallback rules,
+ * predicted-late online) items answered without the model, the model call in the batch's lane, and
+ * per-item outcomes (an online item the model failed for gets the fallback when there are rules).
+ */
+export class BatchRunner {
+  constructor(private readonly c: BatchRunnerContext) {}
+
+  async run(batch: LaneBatch<WorkItem>): Promise<void> {
+    const live = (item: WorkItem) => item.task.isCurrent(item.generation);
+    const items = batch.items.filter(live);
+    if (items.length === 0) return;
+    const startedAt = this.c.clock.now();
+    const toRun: WorkItem[] = [];
+    let expired = 0;
+    let fellBack = 0;
+    for (const item of items) {
+      const late = this.fallbackFor(item)?.atDispatch(
+        item.deadlineMs,
+        startedAt,
+        items.length,
+        this.c.msPerItem(),
+      );
+      if (late !== undefined) {
+        fellBack++;
+        this.fallback(item, late, startedAt);
+      } else if (item.deadlineMs <= startedAt) {
+        expired++;
+        this.finish(item, expiredOutcome(item.deadlineMs, startedAt), startedAt, 0, items.length);
+      } else {
+        toRun.push(item);
+      }
+    }
+    let failed = 0;
+    let stats = { inferenceMs: 0, realTokens: 0, paddedTokens: 0 };
+    if (toRun.length > 0) {
+      const run = await runBatch(
+        this.c.model,
+        toRun.map((i) => i.request.text),
+        "items",
+        { lane: batch.lane },
+      );
+      stats = run.stats;
+      this.c.recordInference(toRun.length, stats.inferenceMs);
+      toRun.forEach((item, i) => {
+        const outcome = run.outcomes[i] as ResultOutcome;
+        if (!outcome.ok) failed++;
+        if (!live(item)) return;
+        const reason = outcome.ok ? undefined : this.fallbackFor(item)?.afterModel(outcome.code);
+        if (reason !== undefined) this.fallback(item, reason, startedAt, stats.inferenceMs, toRun.length);
+        else this.finish(item, outcome, startedAt, stats.inferenceMs, toRun.length);
+      });
+    }
+    this.c.emit("batch.inferred", { lane: batch.lane, size: toRun.length, ...stats, expired, failed });
+    // The request log's line (BatchLog); ids are hashed there, text never goes on the bus.
+    this.c.emit("batch.completed", {
+      reason: batch.reason,
+      lane: batch.lane,
+      size: items.length,
+      tokens: stats.realTokens,
+      paddedTokens: stats.paddedTokens,
+      queueWaitMs: items.map((i) => batch.formedAtMs - i.enqueuedAtMs),
+      inferenceMs: stats.inferenceMs,
+      ok: toRun.length - failed,
+      expired: expired + fellBack,
+      failed,
+      requestIds: items.map((i) => i.request.id),
+      sources: items.map((i) => i.task.tp),
+    });
+  }
+
+  /** The policy that applies to `item`: online items only, and only with rules. */
+  fallbackFor(item: WorkItem): FallbackPolicy | undefined {
+    return item.lane === "online" ? this.c.fallback : undefined;
+  }
+
+  /** Answers `item` with the fallback rules' output (status fallback). */
+  fallback(item: WorkItem, reason: FallbackReason, startedAt: number, inferenceMs = 0, batchSize = 0): void {
+    const rules = this.c.fallback?.rules;
+    if (rules === undefined) return;
+    const { output } = rules.answer(item.request.text);
+    this.finish(
+      item,
+      { ok: true, output, tokens: 0, truncated: false, fallbackReason: reason },
+      startedAt,
+      inferenceMs,
+      batchSize,
+    );
+  }
+
+  finish(
+    item: WorkItem,
+    outcome: ResultOutcome,
+    startedAt: number,
+    inferenceMs: number,
+    batchSize: number,
+  ): void {
+    const ctx = {
+      request: item.request,
+      lane: item.lane,
+      runId: item.runId,
+      source: { ...item.task.tp, offset: item.source.offset },
+      requestTimestamp: item.timestampMs,
+      model: this.c.model.identity,
+      queueMs: Math.max(0, startedAt - item.enqueuedAtMs),
+      inferenceMs,
+      batchSize,
+      completedAt: this.c.clock.now(),
+    };
+    const completion = this.c.completions.outcome(item.source, ctx, outcome, item.changelog);
+    // Counted by sluice_fallbacks_total{reason} when it commits.
+    if (completion.status === "fallback" && "fallbackReason" in outcome)
+      completion.fallbackReason = outcome.fallbackReason;
+    this.c.complete(item.task, item.generation, item.source.offset, completion);
+  }
+}

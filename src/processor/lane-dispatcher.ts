@@ -1,0 +1,119 @@
+import { InFlightRunner } from "../batching/in-flight-runner.js";
+import { type LaneBatch, LaneBatcher } from "../batching/lane-batcher.js";
+import type { BatcherClock } from "../batching/micro-batcher.js";
+import type { Lane } from "../contracts/lane.js";
+import type { SluiceEventMap } from "../observability/sluice-events.js";
+import type { WorkItem } from "./request-intake.js";
+import type { ProcessorSettings } from "./stream-processor-options.js";
+
+export interface LaneDispatcherOptions {
+  settings: Pick<ProcessorSettings, "maxBatchSize" | "maxBatchTokens" | "maxWaitMs" | "maxInFlightBatches">;
+  clock: BatcherClock;
+  emitFlushed: (payload: SluiceEventMap["batch.flushed"]) => void;
+  /** Runs one formed batch to its completions; must not reject (errors go to `onError`). */
+  run: (batch: LaneBatch<WorkItem>) => Promise<void>;
+  onError: (error: unknown) => void;
+}
+
+/** Weight of the newest measurement in the moving averages. */
+const EWMA_WEIGHT = 0.2;
+
+/**
+ * Work items → lane batches → the model (docs/lanes.md). The `LaneBatcher` decides which lane forms
+ * the next batch; each lane has its own `batching.maxInFlightBatches` slots, so an online batch never
+ * waits for a backfill slot, and a batch forms only when its slot is free, so none waits in a runner
+ * ahead of another (the runners are the bounded executors and what shutdown waits for). Keeps the measured inference times that feed
+ * the deadline rule and the fallback predictions.
+ */
+export class LaneDispatcher {
+  private readonly batcher: LaneBatcher<WorkItem>;
+  private readonly runners: Record<Lane, InFlightRunner<LaneBatch<WorkItem>>>;
+  /** Online items in formed batches that have not finished. */
+  private onlineInBatches = 0;
+  private batchMsEstimate = 0;
+  private itemMsEstimate = 0;
+
+  constructor(private readonly o: LaneDispatcherOptions) {
+    const s = o.settings;
+    const runner = (lane: Lane) =>
+      new InFlightRunner<LaneBatch<WorkItem>>({
+        limit: s.maxInFlightBatches,
+        run: async (batch) => {
+          try {
+            await o.run(batch);
+          } finally {
+            if (lane === "online") this.onlineInBatches -= batch.items.length;
+            this.batcher.done(lane);
+          }
+        },
+        onError: (error) => o.onError(error),
+      });
+    this.runners = { online: runner("online"), backfill: runner("backfill") };
+    this.batcher = new LaneBatcher<WorkItem>({
+      maxBatchSize: s.maxBatchSize,
+      maxBatchTokens: s.maxBatchTokens,
+      maxWaitMs: s.maxWaitMs,
+      onlineSlots: s.maxInFlightBatches,
+      backfillSlots: s.maxInFlightBatches,
+      clock: o.clock,
+      onBatch: (batch) => this.onBatch(batch),
+    });
+  }
+
+  add(item: WorkItem): void {
+    this.batcher.add(item, { lane: item.lane, tokens: item.tokens, deadlineMs: item.deadlineMs });
+  }
+
+  drop(predicate: (item: WorkItem) => boolean): number {
+    return this.batcher.drop(predicate);
+  }
+
+  /** Online requests held: queued, or in formed batches that have not finished. */
+  get onlineHeld(): number {
+    return this.batcher.onlineSize + this.onlineInBatches;
+  }
+
+  /** Online requests that run before a new one with `deadlineMs` (earliest deadline first). */
+  onlineAhead(deadlineMs: number): number {
+    return this.onlineInBatches + this.batcher.onlinePositionOf(deadlineMs);
+  }
+
+  /** Measured inference ms per item (moving average over batches; 0 before the first). */
+  get msPerItem(): number {
+    return this.itemMsEstimate;
+  }
+
+  /** Feeds a finished batch's inference time into the estimates. */
+  recordInference(size: number, inferenceMs: number): void {
+    if (size <= 0) return;
+    const perItem = inferenceMs / size;
+    this.batchMsEstimate = ewma(this.batchMsEstimate, inferenceMs);
+    this.itemMsEstimate = ewma(this.itemMsEstimate, perItem);
+    this.batcher.setEstimatedInferenceMs(this.batchMsEstimate);
+  }
+
+  /** Flushes both lanes (reason `shutdown`). */
+  close(): void {
+    this.batcher.close();
+  }
+
+  async whenIdle(): Promise<void> {
+    await Promise.all([this.runners.online.whenIdle(), this.runners.backfill.whenIdle()]);
+  }
+
+  private onBatch(batch: LaneBatch<WorkItem>): void {
+    this.o.emitFlushed({
+      reason: batch.reason,
+      lane: batch.lane,
+      size: batch.items.length,
+      tokens: batch.tokens,
+      queueWaitMs: batch.enqueuedAtMs.map((t) => batch.formedAtMs - t),
+    });
+    if (batch.lane === "online") this.onlineInBatches += batch.items.length;
+    this.runners[batch.lane].push(batch);
+  }
+}
+
+function ewma(previous: number, sample: number): number {
+  return previous === 0 ? sample : (1 - EWMA_WEIGHT) * previous + EWMA_WEIGHT * sample;
+}
