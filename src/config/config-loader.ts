@@ -5,6 +5,7 @@ import type { z } from "zod";
 import { SluiceError } from "../sluice-error.js";
 import { type SluiceConfig, type SluiceConfigInput, sluiceConfigSchema } from "./config-schema.js";
 import { readEnvOverrides } from "./env-overrides.js";
+import { isSecretKey, MASK } from "./secret-masking.js";
 
 export const DEFAULT_CONFIG_FILE = "sluice.config.yaml";
 
@@ -168,7 +169,9 @@ export function formatIssues(
       return `${keys.join(", ")}: unknown key; allowed keys${parent ? ` in ${parent}` : ""}: ${allowed || "(none)"}`;
     }
     const key = issue.path.map(String).join(".") || "(root)";
-    const value = valueAt(input, issue.path);
+    // A secret's value never reaches a message, even when it is the invalid one (an unquoted numeric
+    // YAML password is a number, not a string).
+    const value = issue.path.some((k) => isSecretKey(String(k))) ? MASK : valueAt(input, issue.path);
     const source = sources.get(key);
     const meaning = schemaAt(issue.path)?.description;
     return (

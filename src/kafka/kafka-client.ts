@@ -1,6 +1,8 @@
-import { Kafka, type KafkaConfig, type LogEntry, logLevel, type SASLOptions } from "kafkajs";
+import { Kafka, type KafkaConfig, type LogEntry, logLevel } from "kafkajs";
 import type { SluiceConfig } from "../config/config-schema.js";
 import { fixAbortedTransactionOrder } from "./aborted-transaction-order.js";
+import { denialLogTap } from "./kafka-failure.js";
+import { kafkaSecurityOptions } from "./kafka-security.js";
 
 /** The subset of a pino logger this module needs, so callers can pass any pino child. */
 export interface KafkaLogSink {
@@ -38,30 +40,29 @@ export function createKafka(
 ): Kafka {
   // Every Sluice client may read transactional topics with read_committed; see that module.
   fixAbortedTransactionOrder();
+  const failures = denialLogTap();
   const kafkaConfig: KafkaConfig = {
     clientId: options.clientId ?? config.clientId,
     brokers: config.brokers,
-    ssl: config.ssl,
     connectionTimeout: config.connectionTimeoutMs,
     requestTimeout: config.requestTimeoutMs,
-    logLevel: logger ? logLevel.WARN : logLevel.NOTHING,
-    logCreator: () => (entry: LogEntry) => forward(logger, entry),
+    // ERROR at least: the failure classifier reads broker denials from kafkajs's error lines.
+    logLevel: logger ? logLevel.WARN : logLevel.ERROR,
+    logCreator: () => (entry: LogEntry) => {
+      failures.tap(entry);
+      forward(logger, entry);
+    },
   };
-  if (config.sasl) kafkaConfig.sasl = saslOptions(config.sasl);
+  // TLS and SASL options (files read, secrets resolved) come from their own module.
+  Object.assign(kafkaConfig, kafkaSecurityOptions(config));
   if (options.retry) kafkaConfig.retry = options.retry;
-  return new Kafka(kafkaConfig);
-}
-
-function saslOptions(sasl: NonNullable<SluiceConfig["kafka"]["sasl"]>): SASLOptions {
-  const { username, password } = sasl;
-  switch (sasl.mechanism) {
-    case "plain":
-      return { mechanism: "plain", username, password };
-    case "scram-sha-256":
-      return { mechanism: "scram-sha-256", username, password };
-    case "scram-sha-512":
-      return { mechanism: "scram-sha-512", username, password };
-  }
+  const kafka = new Kafka(kafkaConfig);
+  failures.attach(kafka, {
+    brokers: config.brokers,
+    ssl: config.ssl !== false,
+    ...(config.sasl ? { sasl: { mechanism: config.sasl.mechanism, username: config.sasl.username } } : {}),
+  });
+  return kafka;
 }
 
 function forward(logger: KafkaLogSink | undefined, entry: LogEntry): void {

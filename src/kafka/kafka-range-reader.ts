@@ -7,6 +7,9 @@ export interface RangeMessage {
   message: KafkaMessage;
 }
 
+/** Group-id prefix of batch mode's throwaway reader groups (needs a PREFIXED READ ACL). */
+export const BATCH_GROUP_PREFIX = "sluice-batch-";
+
 export interface KafkaRangeReaderOptions {
   kafka: Kafka;
   topic: string;
@@ -36,7 +39,7 @@ export async function* readKafkaRanges(opts: KafkaRangeReaderOptions): AsyncGene
 
   const topic = opts.topic;
   const consumer = opts.kafka.consumer({
-    groupId: `${opts.groupIdPrefix ?? "sluice-batch"}-${randomBytes(6).toString("hex")}`,
+    groupId: `${opts.groupIdPrefix ? `${opts.groupIdPrefix}-` : BATCH_GROUP_PREFIX}${randomBytes(6).toString("hex")}`,
     readUncommitted: false,
     allowAutoTopicCreation: false,
     maxWaitTimeInMs: 250,

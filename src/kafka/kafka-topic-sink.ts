@@ -6,6 +6,9 @@ import { SluiceError } from "../sluice-error.js";
 import { withAdmin } from "./admin-session.js";
 import { readKafkaRanges } from "./kafka-range-reader.js";
 
+/** Transactional-id prefix of batch mode's shard producers (needs a PREFIXED WRITE ACL). */
+export const BATCH_TRANSACTIONAL_ID_PREFIX = "sluice-batch-";
+
 export const RUN_HEADER = "sluice-batch-run";
 export const SHARD_HEADER = "sluice-batch-shard";
 
@@ -69,7 +72,7 @@ export class KafkaTopicSink implements BatchSink {
   async beginShard(key: string): Promise<InFlightShard> {
     if (!this.runId)
       throw new SluiceError("INTERNAL", "KafkaTopicSink.runId must be set before writing shards");
-    const transactionalId = `sluice-batch-${this.runId}-${key}`;
+    const transactionalId = `${BATCH_TRANSACTIONAL_ID_PREFIX}${this.runId}-${key}`;
     await this.dropProducer();
     this.producer = this.newProducer(transactionalId);
     await this.producer.connect();
