@@ -128,7 +128,7 @@ async function createIgnoringExisting(
     // A topic the principal may not DESCRIBE looks missing, so a denied CREATE can also mean that.
     const names = topics.map((t) => t.topic);
     const denied = kafkaFailure(error, {
-      doing: `creating topics ${names.join(", ")} (they look missing; if they exist, DESCRIBE on them is what is missing)`,
+      doing: `creating topics ${names.join(", ")}, which look missing (if they exist, this user may not DESCRIBE them: READ or WRITE on a topic grants DESCRIBE)`,
       access: [
         { operation: "CREATE", resourceType: "TOPIC", names },
         { operation: "CREATE", resourceType: "CLUSTER", names: ["kafka-cluster"] },

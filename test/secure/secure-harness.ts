@@ -81,24 +81,27 @@ const OPERATION = {
   CREATE: AclOperationTypes.CREATE,
 } as const;
 
+/** kafkajs's form of an ALLOW ACL of the plan for `principal` (also its delete filter). */
+function kafkaAcl(e: AclEntry, principal: string) {
+  return {
+    resourceType: RESOURCE[e.resourceType],
+    resourceName: e.name,
+    resourcePatternType:
+      e.patternType === "PREFIXED" ? ResourcePatternTypes.PREFIXED : ResourcePatternTypes.LITERAL,
+    principal,
+    host: "*",
+    operation: OPERATION[e.operation],
+    permissionType: AclPermissionTypes.ALLOW,
+  };
+}
+
 /** Grants `entries` (what `sluice acls --format json` prints) to `principal`, as the admin. */
 export async function grant(entries: readonly AclEntry[], principal: string): Promise<void> {
   if (entries.length === 0) return;
   const admin = adminKafka().admin();
   await admin.connect();
   try {
-    await admin.createAcls({
-      acl: entries.map((e) => ({
-        resourceType: RESOURCE[e.resourceType],
-        resourceName: e.name,
-        resourcePatternType:
-          e.patternType === "PREFIXED" ? ResourcePatternTypes.PREFIXED : ResourcePatternTypes.LITERAL,
-        principal,
-        host: "*",
-        operation: OPERATION[e.operation],
-        permissionType: AclPermissionTypes.ALLOW,
-      })),
-    });
+    await admin.createAcls({ acl: entries.map((e) => kafkaAcl(e, principal)) });
   } finally {
     await admin.disconnect();
   }
@@ -179,4 +182,69 @@ export function configEnv(config: SecureConfig): Record<string, string> {
 export function secrets(): string[] {
   const k = secureKafka();
   return [k.admin.password, k.app.password];
+}
+
+/** Produces `messages` as the admin. */
+export async function produceAsAdmin(
+  topic: string,
+  messages: { key: string; value: Buffer; headers?: Record<string, string> }[],
+): Promise<void> {
+  const producer = adminKafka().producer();
+  await producer.connect();
+  try {
+    await producer.send({ topic, messages });
+  } finally {
+    await producer.disconnect();
+  }
+}
+
+/**
+ * Reads `topic` from the beginning as the admin, read_committed, until at least `expected` records
+ * arrived and none came for `settleMs` (so duplicates would be seen), or `timeoutMs` passed.
+ */
+export async function readCommittedAsAdmin(
+  topic: string,
+  opts: { expected: number; settleMs?: number; timeoutMs?: number },
+): Promise<{ key: string | null; value: Buffer | null; headers: Record<string, string> }[]> {
+  const consumer = adminKafka().consumer({
+    groupId: uniqueBase("secure-reader"),
+    readUncommitted: false,
+    maxWaitTimeInMs: 200,
+  });
+  const records: { key: string | null; value: Buffer | null; headers: Record<string, string> }[] = [];
+  let last = Date.now();
+  await consumer.connect();
+  try {
+    await consumer.subscribe({ topic, fromBeginning: true });
+    await consumer.run({
+      autoCommit: false,
+      eachMessage: async ({ message }) => {
+        const headers: Record<string, string> = {};
+        for (const [k, v] of Object.entries(message.headers ?? {})) headers[k] = String(v);
+        records.push({ key: message.key?.toString("utf8") ?? null, value: message.value, headers });
+        last = Date.now();
+      },
+    });
+    const started = Date.now();
+    const settleMs = opts.settleMs ?? 1500;
+    while (Date.now() - started < (opts.timeoutMs ?? 60_000)) {
+      await new Promise((r) => setTimeout(r, 100));
+      if (records.length >= opts.expected && Date.now() - last >= settleMs) break;
+    }
+  } finally {
+    await consumer.disconnect();
+  }
+  return records;
+}
+
+/** Removes `entries` for `principal` again (prefixed ACLs are shared by every test of the run). */
+export async function revoke(entries: readonly AclEntry[], principal: string): Promise<void> {
+  if (entries.length === 0) return;
+  const admin = adminKafka().admin();
+  await admin.connect();
+  try {
+    await admin.deleteAcls({ filters: entries.map((e) => kafkaAcl(e, principal)) });
+  } finally {
+    await admin.disconnect();
+  }
 }
