@@ -1,6 +1,7 @@
 import { Kafka, type KafkaConfig, type LogEntry, logLevel } from "kafkajs";
 import type { SluiceConfig } from "../config/config-schema.js";
 import { fixAbortedTransactionOrder } from "./aborted-transaction-order.js";
+import { fixAddPartitionsErrors } from "./add-partitions-errors.js";
 import { denialLogTap } from "./kafka-failure.js";
 import { kafkaSecurityOptions } from "./kafka-security.js";
 
@@ -40,6 +41,8 @@ export function createKafka(
 ): Kafka {
   // Every Sluice client may read transactional topics with read_committed; see that module.
   fixAbortedTransactionOrder();
+  // A refused topic in a transaction is reported as itself, not as "operation not attempted".
+  fixAddPartitionsErrors();
   const failures = denialLogTap();
   const kafkaConfig: KafkaConfig = {
     clientId: options.clientId ?? config.clientId,

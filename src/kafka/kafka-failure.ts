@@ -247,7 +247,17 @@ function authorizationFailed(
   context: FailureContext,
   facts: ClientFacts | undefined,
 ): SluiceError {
-  const needed = (context.access ?? []).filter((a) => a.resourceType === type);
+  // add-partitions-errors.ts attaches the refused topics of a transaction: name only those.
+  const refusedTopics = errorChain(error)
+    .map((e) => (e as { refusedTopics?: unknown }).refusedTopics)
+    .find((t): t is string[] => Array.isArray(t));
+  const needed = (context.access ?? [])
+    .filter((a) => a.resourceType === type)
+    .map((a) =>
+      type === "TOPIC" && refusedTopics && a.names.some((n) => refusedTopics.includes(n))
+        ? { ...a, names: a.names.filter((n) => refusedTopics.includes(n)) }
+        : a,
+    );
   const who = facts?.sasl?.username ? ` to user "${facts.sasl.username}"` : "";
   const what =
     needed.length > 0

@@ -46,7 +46,7 @@ const CASES: {
   {
     why: "WRITE on the dedup changelog",
     drop: (e) => e.resourceType === "TOPIC" && e.name.includes(".dedup.") && e.operation === "WRITE",
-    expect: (b) => new RegExp(`WRITE on TOPIC .*"${b}\\.dedup\\.`),
+    expect: (b) => new RegExp(`WRITE on TOPIC "${b}\\.dedup\\.[^"]*" to user`),
   },
   {
     why: "WRITE on the results",
@@ -72,7 +72,7 @@ const CASES: {
         why: "",
       },
     ],
-    expect: (b) => new RegExp(`WRITE on TOPIC .*"${b}\\.dlq"`),
+    expect: (b) => new RegExp(`WRITE on TOPIC "${b}\\.dlq" to user`),
   },
   {
     why: "WRITE on the freshness topic",
