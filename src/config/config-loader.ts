@@ -171,11 +171,15 @@ export function formatIssues(
     const key = issue.path.map(String).join(".") || "(root)";
     // A secret's value never reaches a message, even when it is the invalid one (an unquoted numeric
     // YAML password is a number, not a string).
-    const value = issue.path.some((k) => isSecretKey(String(k))) ? MASK : valueAt(input, issue.path);
+    const secret = issue.path.some((k) => isSecretKey(String(k)));
+    const raw = valueAt(input, issue.path);
+    const value = secret ? MASK : raw;
+    const quote =
+      secret && typeof raw === "number" ? " (quote it in YAML: a bare number is not a string)" : "";
     const source = sources.get(key);
     const meaning = schemaAt(issue.path)?.description;
     return (
-      `${key} = ${show(value)}${source ? ` (from ${source})` : ""}: ${issue.message}` +
+      `${key} = ${show(value)}${source ? ` (from ${source})` : ""}: ${issue.message}${quote}` +
       (meaning ? ` [${key}: ${meaning}]` : "")
     );
   });

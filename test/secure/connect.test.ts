@@ -1,9 +1,12 @@
 import { describe, expect, it } from "vitest";
+import { encodeRequest } from "../../src/contracts/request-codec.js";
 import { runCli } from "../support/cli-process.js";
 import {
   aclsFor,
   createServeTopics,
   grant,
+  produceAsAdmin,
+  revoke,
   secrets,
   secureKafka,
   uniqueBase,
@@ -34,6 +37,38 @@ describe("secured broker: authentication and TLS failures", () => {
     expect(result.code, result.all).toBe(0);
     expect(result.stdout).toContain(`${base}.requests`);
     noSecrets(result.all);
+  });
+
+  it("without the lag-probe prefix, status still answers (bounded) with lag seconds unknown", async () => {
+    const base = uniqueBase("conn-probe");
+    const config = writeConfig(base);
+    await createServeTopics(base);
+    await produceAsAdmin(`${base}.requests`, [
+      { key: "a", ...encodeRequest({ id: "a", text: "waiting" }, "json") },
+    ]);
+    const plan = await aclsFor(config, ["--command", "status"]);
+    const probe = plan.filter((e) => e.name === "sluice-timestamp-probe-");
+    expect(probe).toHaveLength(1);
+    const principal = `User:${secureKafka().app.username}`;
+    await revoke(probe, principal);
+    try {
+      await grant(
+        plan.filter((e) => e.name !== "sluice-timestamp-probe-"),
+        principal,
+      );
+      const json = await runCli(
+        ["status", "--config", config.path, "--json", "--topic", `${base}.requests`],
+        {},
+        QUICK_MS,
+      );
+      expect(json.code, json.stderr).toBe(0);
+      const status = JSON.parse(json.stdout) as {
+        partitions: { lagRecords: number; lagSeconds: number | null }[];
+      };
+      expect(status.partitions.some((p) => p.lagRecords > 0 && p.lagSeconds === null)).toBe(true);
+    } finally {
+      await grant(probe, principal);
+    }
   });
 
   it("a wrong password is AUTHENTICATION_FAILED naming the user and the keys to check", async () => {
