@@ -15,6 +15,8 @@ export async function withAdmin<T>(
   try {
     await admin.connect();
   } catch (cause) {
+    // A failed connect may leave kafkajs retrying sockets behind: give them back.
+    await admin.disconnect().catch(() => {});
     throw (
       kafkaFailure(cause, { doing: "connecting the admin client", kafka, access }) ??
       new SluiceError(

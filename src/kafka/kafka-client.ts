@@ -21,6 +21,9 @@ export interface KafkaLogSink {
 const TRANSIENT_RESPONSE_ERROR =
   /coordinator is not available|not the correct coordinator|coordinator is loading|no leader for this topic-partition|leader is not available|rebalance in progress/i;
 
+/** kafkajs's per-attempt connection failures (it retries them; see forward()). */
+const CONNECTION_RETRY = /^(Connection error|Connection timeout|Failed to connect to seed broker)/;
+
 export interface CreateKafkaOptions {
   /** Overrides `config.clientId` (e.g. to tell processes apart). */
   clientId?: string;
@@ -73,9 +76,16 @@ function forward(logger: KafkaLogSink | undefined, entry: LogEntry): void {
   // kafkajs puts the message inside `log` next to structured fields (broker, clientId, error, retry
   // counts); keep those, drop its own timestamp/logger name (pino adds its own).
   const { message, timestamp: _timestamp, logger: _logger, ...fields } = entry.log;
-  const context = { component: "kafkajs", namespace: entry.namespace, ...fields };
+  const context: Record<string, unknown> = { component: "kafkajs", namespace: entry.namespace, ...fields };
   if (entry.namespace === "Connection" && TRANSIENT_RESPONSE_ERROR.test(String(fields["error"] ?? ""))) {
     logger.debug?.(context, message);
+    return;
+  }
+  if (CONNECTION_RETRY.test(message)) {
+    // A connection attempt kafkajs will retry is no one's problem yet; the final failure is classified
+    // and reported once by Sluice (kafka-failure.ts). A warning, without a stack trace per retry.
+    const { stack: _stack, ...rest } = context;
+    logger.warn(rest, message);
     return;
   }
   if (entry.level === logLevel.ERROR) logger.error(context, message);

@@ -71,6 +71,7 @@ export class KafkaRestoreSources {
         await admin.connect();
       } catch (error) {
         this.admin = undefined;
+        await admin.disconnect().catch(() => undefined);
         throw error;
       }
       return admin;

@@ -121,6 +121,13 @@ describe("secured broker: authentication and TLS failures", () => {
       /^BROKER_UNAVAILABLE: cannot reach Kafka at 127\.0\.0\.1:1 .*ECONNREFUSED/m,
     );
     expect(result.stderr).not.toMatch(/\n\s+at /);
+
+    // serve too: kafkajs's retries are warnings without stack traces; one error line says what to do.
+    const serve = await runCli(["serve", "--config", config.path], {}, QUICK_MS);
+    expect(serve.code).toBe(1);
+    expect(serve.stderr).toMatch(/^BROKER_UNAVAILABLE: cannot reach Kafka at 127\.0\.0\.1:1 /m);
+    expect(`${serve.stdout}${serve.stderr}`).not.toContain('"stack"');
+    expect(serve.stdout).not.toContain('"level":50');
   });
 
   it("mutual TLS: the client certificate is the principal; without it the broker refuses", async () => {
