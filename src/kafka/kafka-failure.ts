@@ -232,15 +232,6 @@ export async function narrowTopicDenial(failure: SluiceError, kafka: Kafka): Pro
   );
 }
 
-/** `kafkaFailure`, or `fallback` for everything it does not recognise. */
-export function classifyKafkaError(
-  error: unknown,
-  context: FailureContext,
-  fallback: (error: unknown) => SluiceError,
-): SluiceError {
-  return kafkaFailure(error, context) ?? fallback(error);
-}
-
 function authorizationFailed(
   type: KafkaResourceType,
   error: unknown,
