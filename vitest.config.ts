@@ -3,8 +3,9 @@ import { configDefaults, defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts", "src/**/*.test.ts"],
-    // The container tests build an image (minutes): `npm run test:container` (vitest.container.config.ts).
-    exclude: [...configDefaults.exclude, "test/container/**"],
+    // Own runs: the container tests build an image (minutes; `npm run test:container`), the
+    // secured-broker tests start their own broker (`npm run test:secure`).
+    exclude: [...configDefaults.exclude, "test/container/**", "test/secure/**"],
     globalSetup: ["test/support/global-setup.ts"],
     pool: "forks",
     testTimeout: 60_000,

@@ -9,6 +9,10 @@ export type SluiceErrorCode =
   | "BROKER_UNAVAILABLE"
   | "BROKER_START_FAILED"
   | "GROUP_NOT_FOUND"
+  // secured Kafka (src/kafka/kafka-failure.ts classifies kafkajs errors into these)
+  | "AUTHENTICATION_FAILED"
+  | "AUTHORIZATION_FAILED"
+  | "TLS_FAILED"
   // per-record / per-item failures (these become dead letters or error results)
   | "DECODE_FAILED"
   | "SCHEMA_VIOLATION"
@@ -69,4 +73,17 @@ export class SluiceError extends Error {
 
 export function isSluiceError(value: unknown, code?: SluiceErrorCode): value is SluiceError {
   return value instanceof SluiceError && (code === undefined || value.code === code);
+}
+
+/**
+ * Security failures (wrong credentials, a refused ACL, an untrusted certificate): retrying the same
+ * request cannot succeed, so whoever meets one stops and reports it instead of retrying.
+ */
+export function isAccessFailure(value: unknown): value is SluiceError {
+  return (
+    value instanceof SluiceError &&
+    (value.code === "AUTHENTICATION_FAILED" ||
+      value.code === "AUTHORIZATION_FAILED" ||
+      value.code === "TLS_FAILED")
+  );
 }

@@ -70,6 +70,24 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
     resultEncoder: await wire.resultEncoder(config.topics.results),
   };
   const kafka = createKafka(config.kafka, logger.child({ component: "kafkajs" }));
+  // A security failure (credentials, ACL, certificate) anywhere stops the runtime: it is reported once,
+  // /readyz says why until the process exits, and nothing retries it.
+  let failure: SluiceError | undefined;
+  let stopOnFailure: (error: SluiceError) => void = () => {};
+  const failed = new Promise<SluiceError>((resolve) => {
+    stopOnFailure = (error) => {
+      if (failure) return;
+      failure = error;
+      resolve(error);
+    };
+  });
+  const refused = (error: SluiceError): void => {
+    logger.error(
+      { code: error.code, err: error.message, ...error.context },
+      "Kafka refused access; stopping",
+    );
+    stopOnFailure(error);
+  };
   await ensureTopics(kafka, {
     // Backfill topics are inputs too: created like request topics, each with its dedup changelog.
     requests: [...config.topics.requests, ...config.topics.backfill],
@@ -107,10 +125,12 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
       log: logger.child({ component: "stream-processor" }),
       codecs,
     }),
+    { onAccessFailure: refused },
   );
   const server = new ObservabilityServer({
     registry: metrics.registry,
-    isReady: () => processor.readiness(),
+    isReady: () =>
+      failure ? { ready: false, reason: `${failure.code}: ${failure.message}` } : processor.readiness(),
   });
   const bound = await server
     .start({
@@ -140,6 +160,7 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
     topic: config.topics.freshness,
     intervalMs: config.observability.heartbeatIntervalMs,
     logger: logger.child({ component: "freshness-heartbeat" }),
+    onAccessFailure: refused,
   });
 
   let stopping: Promise<void> | undefined;
@@ -159,7 +180,8 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
     })();
     return stopping;
   };
-  const fatal = new Promise<SluiceError>((resolve) => processor.onFatal(resolve));
+  processor.onFatal(stopOnFailure);
+  const fatal = failed;
   try {
     await heartbeat.start();
     await processor.start();

@@ -15,13 +15,26 @@ import {
   resolveProcessorOptions,
   type StreamProcessorOptions,
 } from "../processor/stream-processor-options.js";
+import { isAccessFailure, type SluiceError } from "../sluice-error.js";
 
 /**
  * Wires a StreamProcessor to Kafka: options validated once (through the config schema), then the
  * consumer loop, the restore sources, the per-partition committers and the completion builder.
  * Composition only; every rule lives in the parts.
  */
-export function createStreamProcessor(options: StreamProcessorOptions): StreamProcessor {
+export interface StreamProcessorWiring {
+  /**
+   * A committer or a restore failed with a security failure (isAccessFailure). Such a partition is
+   * not reset and reclaimed (it would only be refused again, in a loop): it stops, and this is told
+   * so the runtime can report it and exit. Without it those failures are handled like any other.
+   */
+  onAccessFailure?: (error: SluiceError) => void;
+}
+
+export function createStreamProcessor(
+  options: StreamProcessorOptions,
+  wiring: StreamProcessorWiring = {},
+): StreamProcessor {
   const o = resolveProcessorOptions(options);
   const source = new ConsumerLoop({
     kafka: o.kafka,
@@ -41,6 +54,7 @@ export function createStreamProcessor(options: StreamProcessorOptions): StreamPr
     dedupTtlMs: o.dedupTtlMs,
     retryMs: o.restoreRetryMs,
     log: o.log,
+    ...(wiring.onAccessFailure ? { onAccessFailure: wiring.onAccessFailure } : {}),
   });
   const committers: CommitterFactory = (tp, changelogTopic, hooks) =>
     PartitionCommitter.create({
@@ -59,7 +73,10 @@ export function createStreamProcessor(options: StreamProcessorOptions): StreamPr
       // At-least-once: the offset is committed by our group member after the outputs are acked.
       commitOffset: (nextOffset) => source.commitOffset(tp, nextOffset),
       offsetCheckpoint: { topic: changelogTopic, partition: tp.partition },
-      onFailure: hooks.onFailure,
+      onFailure: (error) => {
+        if (isAccessFailure(error) && wiring.onAccessFailure) wiring.onAccessFailure(error);
+        else hooks.onFailure(error);
+      },
     });
   const encoder = o.codecs?.resultEncoder ?? new ResultEncoder({ codec: o.resultCodec });
   const completions = new CompletionBuilder({

@@ -75,7 +75,10 @@ export function register(program: Command): void {
         const off = runtime.events.on("record.outcome", (e) => {
           if (e.outcome === "duplicate") duplicates++;
         });
-        await runSamples(kafka, config, out, timeoutMs);
+        // A runtime that stops (e.g. Kafka refused access) fails the demo with its error, at once.
+        const failed = runtime.fatal.then((error) => Promise.reject(error));
+        failed.catch(() => undefined);
+        await Promise.race([runSamples(kafka, config, out, timeoutMs), failed]);
         // The duplicate's outcome is emitted when its transaction commits, which may trail the results.
         const until = Date.now() + 3000;
         while (duplicates < 1 && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
@@ -83,10 +86,10 @@ export function register(program: Command): void {
         out(`Duplicates counted (no second result): ${duplicates}`);
         if (opts.once) return;
         out("\nProcessor running; produce to the request topic or press Ctrl-C to stop.");
-        await new Promise<void>((resolve) => {
+        await new Promise<void>((resolve, reject) => {
           process.once("SIGINT", () => resolve());
           process.once("SIGTERM", () => resolve());
-          void runtime.fatal.then(() => resolve());
+          void runtime.fatal.then(reject);
         });
       } finally {
         out("Stopping…");

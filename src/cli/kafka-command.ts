@@ -1,5 +1,8 @@
+import { join } from "node:path";
 import type { Command } from "commander";
+import { packageRoot } from "../config/project-paths.js";
 import { LocalBroker, type LocalBrokerOptions, type LocalBrokerStatus } from "../devtools/local-broker.js";
+import { SecureBrokerLayout } from "../devtools/secure-broker.js";
 import { SluiceError } from "../sluice-error.js";
 
 interface KafkaCommandOptions {
@@ -8,22 +11,45 @@ interface KafkaCommandOptions {
   port?: string;
   heapMb?: string;
   json?: boolean;
+  secure?: boolean;
 }
 
 /** Exit code of `sluice kafka status` when no broker runs (LSB convention for "not running"). */
 export const NOT_RUNNING_EXIT_CODE = 3;
 
-function brokerFrom(opts: KafkaCommandOptions): LocalBroker {
+function brokerFrom(opts: KafkaCommandOptions): { broker: LocalBroker; secure?: SecureBrokerLayout } {
   const options: LocalBrokerOptions = {
     onProgress: opts.json ? undefined : (message) => process.stderr.write(`${message}\n`),
   };
-  const home = opts.home ?? process.env["SLUICE_KAFKA_HOME"];
+  const home =
+    opts.home ??
+    (opts.secure ? join(packageRoot(), ".sluice", "secure-kafka") : process.env["SLUICE_KAFKA_HOME"]);
   if (home) options.runDir = home;
+  const secure = opts.secure && home ? new SecureBrokerLayout(home) : undefined;
+  if (secure) options.listeners = secure;
   const version = opts.kafkaVersion ?? process.env["KAFKA_VERSION"];
   if (version) options.kafkaVersion = version;
   if (opts.port !== undefined) options.port = integer("--port", opts.port);
   if (opts.heapMb !== undefined) options.heapMb = integer("--heap-mb", opts.heapMb);
-  return new LocalBroker(options);
+  return secure ? { broker: new LocalBroker(options), secure } : { broker: new LocalBroker(options) };
+}
+
+/** How to point Sluice at the secured broker (printed by `kafka start --secure`; secrets included on purpose). */
+function secureUsage(layout: SecureBrokerLayout, bootstrap: string | undefined): string {
+  const c = layout.describe();
+  if (!c) return "";
+  return [
+    `CA certificate: ${c.caPath}`,
+    `admin (super user): ${c.admin.username} / ${c.admin.password}`,
+    `application user (ACLs only, see \`sluice acls\`): ${c.app.username} / ${c.app.password}`,
+    `mutual-TLS listener: ${c.mtlsBootstrap} (client certificate ${c.client.certPath}, key ${c.client.keyPath}, principal ${c.client.principal})`,
+    "configuration for the application user:",
+    "  kafka:",
+    `    brokers: ["${bootstrap ?? "?"}"]`,
+    `    ssl: { caPath: ${c.caPath} }`,
+    `    sasl: { mechanism: scram-sha-512, username: ${c.app.username}, password: ${c.app.password} }`,
+    "",
+  ].join("\n");
 }
 
 function integer(flag: string, value: string): number {
@@ -47,7 +73,11 @@ export function register(program: Command): void {
         "--home <dir>",
         "run folder for state, logs and data (default: $SLUICE_KAFKA_HOME or .sluice/kafka)",
       )
-      .option("--json", "machine-readable output");
+      .option("--json", "machine-readable output")
+      .option(
+        "--secure",
+        "the secured broker: SASL_SSL (SCRAM-SHA-512), a self-signed CA, ACLs enforced (default run folder .sluice/secure-kafka)",
+      );
 
   withCommon(kafka.command("start"))
     .description("Start the broker (or report the one already running) and print its bootstrap address")
@@ -58,12 +88,20 @@ export function register(program: Command): void {
     .option("--port <port>", "client port on 127.0.0.1; a free one is chosen when taken (default 19092)")
     .option("--heap-mb <mb>", "max JVM heap in MiB (default 1024)")
     .action(async (opts: KafkaCommandOptions) => {
-      const status = await brokerFrom(opts).start();
+      const { broker, secure } = brokerFrom(opts);
+      const status = await broker.start();
       if (opts.json) {
-        process.stdout.write(`${JSON.stringify(status)}\n`);
+        const credentials = secure?.describe();
+        process.stdout.write(
+          `${JSON.stringify(credentials ? { ...status, secure: credentials } : status)}\n`,
+        );
         return;
       }
       process.stdout.write(`${status.alreadyRunning ? "already running" : "started"}: ${describe(status)}\n`);
+      if (secure) {
+        process.stdout.write(secureUsage(secure, status.bootstrap));
+        return;
+      }
       if (status.bootstrap !== "127.0.0.1:19092") {
         process.stdout.write(`point Sluice at it with: export KAFKA_BROKERS=${status.bootstrap}\n`);
       }
@@ -73,7 +111,7 @@ export function register(program: Command): void {
   withCommon(kafka.command("stop"))
     .description("Stop the broker started from this run folder (SIGTERM, then SIGKILL after 30 s)")
     .action(async (opts: KafkaCommandOptions) => {
-      const broker = brokerFrom(opts);
+      const { broker } = brokerFrom(opts);
       const result = await broker.stop();
       if (opts.json) process.stdout.write(`${JSON.stringify({ runDir: broker.runDir, ...result })}\n`);
       else if (result.stopped)
@@ -84,7 +122,7 @@ export function register(program: Command): void {
   withCommon(kafka.command("status"))
     .description(`Show whether the broker runs; exits ${NOT_RUNNING_EXIT_CODE} when it does not`)
     .action(async (opts: KafkaCommandOptions) => {
-      const status = await brokerFrom(opts).status();
+      const status = await brokerFrom(opts).broker.status();
       if (opts.json) process.stdout.write(`${JSON.stringify(status)}\n`);
       else if (status.running) process.stdout.write(`running: ${describe(status)}\n`);
       else process.stdout.write(`not running (run folder ${status.runDir})\n`);

@@ -1,6 +1,8 @@
 import { Command } from "commander";
 import { packageVersion } from "../config/project-paths.js";
+import { kafkaFailure } from "../kafka/kafka-failure.js";
 import { isSluiceError } from "../sluice-error.js";
+import * as aclsCommand from "./acls-command.js";
 import * as backfillCommand from "./backfill-command.js";
 import * as batchCommand from "./batch-command.js";
 import * as configCommand from "./config-command.js";
@@ -31,6 +33,7 @@ const COMMANDS: { register(program: Command): void }[] = [
   modelCommand,
   inferCommand,
   registryCommand,
+  aclsCommand,
 ];
 
 export function buildProgram(): Command {
@@ -54,6 +57,12 @@ export function reportError(error: unknown): void {
       process.stderr.write(`${String((error.cause as Error).stack ?? error.cause)}\n`);
     return;
   }
+  // A kafkajs error that escaped its adapter still gets its class and a fix, not INTERNAL.
+  const kafka = kafkaFailure(error, { doing: "talking to Kafka" });
+  if (kafka) {
+    reportError(kafka);
+    return;
+  }
   const message = error instanceof Error ? error.message : String(error);
   process.stderr.write(`INTERNAL: ${message}\n`);
   if (process.env["SLUICE_DEBUG"]) process.stderr.write(`${(error as Error)?.stack ?? ""}\n`);
@@ -65,4 +74,7 @@ try {
 } catch (error) {
   reportError(error);
   process.exitCode = 1;
+  // A failed command exits even if a client it could not close (a refused TLS connection, say)
+  // still holds the event loop; an unref'd timer fires only then.
+  setTimeout(() => process.exit(1), 5000).unref();
 }

@@ -4,6 +4,9 @@ import { envNameFor } from "../config/env-overrides.js";
 import { createLogger } from "../observability/logger.js";
 import { loadCommandConfig } from "./config-command.js";
 
+/** Longest a runtime that failed (e.g. Kafka refused access) takes to stop before serve exits, ms. */
+const FATAL_CLOSE_MS = 15_000;
+
 /**
  * `sluice serve`: run the streaming processor until SIGTERM/SIGINT, then stop fetching, finish and
  * commit in-flight batches, leave the group and exit 0. A second signal exits at once (status 130).
@@ -64,7 +67,9 @@ export function register(program: Command): void {
         process.on("SIGTERM", onSignal);
         process.on("SIGINT", onSignal);
         void runtime.fatal.then((error) => {
-          void runtime.close().finally(() => reject(error));
+          // Bounded: a failed runtime exits within FATAL_CLOSE_MS even if a part does not stop.
+          const timer = new Promise<void>((done) => setTimeout(done, FATAL_CLOSE_MS).unref());
+          void Promise.race([runtime.close().catch(() => undefined), timer]).finally(() => reject(error));
         });
       });
       logger.info({}, "sluice serve stopped");

@@ -5,6 +5,7 @@ import type { z } from "zod";
 import { SluiceError } from "../sluice-error.js";
 import { type SluiceConfig, type SluiceConfigInput, sluiceConfigSchema } from "./config-schema.js";
 import { readEnvOverrides } from "./env-overrides.js";
+import { isSecretKey, MASK } from "./secret-masking.js";
 
 export const DEFAULT_CONFIG_FILE = "sluice.config.yaml";
 
@@ -188,10 +189,16 @@ export function formatIssues(
       return `${keys.join(", ")}: unknown key; allowed keys${parent ? ` in ${parent}` : ""}: ${allowed || "(none)"}`;
     }
     const key = issue.path.map(String).join(".") || "(root)";
+    // A secret's value never reaches a message, even when it is the invalid one (an unquoted numeric
+    // YAML password is a number, not a string).
+    const secret = issue.path.some((k) => isSecretKey(String(k)));
+    const raw = valueAt(input, issue.path);
+    const quote =
+      secret && typeof raw === "number" ? " (quote it in YAML: a bare number is not a string)" : "";
     const source = sources.get(key);
     const meaning = schemaAt(issue.path)?.description;
     return (
-      `${key} = ${shownValue(issue, input)}${source ? ` (from ${source})` : ""}: ${problem(issue)}` +
+      `${key} = ${secret ? show(MASK) : shownValue(issue, input)}${source ? ` (from ${source})` : ""}: ${problem(issue)}${quote}` +
       (meaning ? ` [${key}: ${meaning}]` : "")
     );
   });

@@ -77,6 +77,14 @@ function coerce(raw: string, leaf: AnySchema): unknown {
         .split(",")
         .map((s) => s.trim())
         .filter((s) => s !== "");
+    case "union": {
+      // `kafka.ssl`: true/false, or a JSON object of TLS settings.
+      if (text.startsWith("{")) return parseJson(text, raw);
+      const lower = text.toLowerCase();
+      if (["true", "1", "yes", "on"].includes(lower)) return true;
+      if (["false", "0", "no", "off"].includes(lower)) return false;
+      return raw;
+    }
     case "record":
       if (text.startsWith("{")) return parseJson(text, raw);
       return Object.fromEntries(

@@ -1,9 +1,11 @@
 /**
  * Printing configuration must never leak credentials. A key is secret when its name ends in
  * password, secret, token, apiKey or credentials (case-insensitive); `maxBatchTokens` and
- * `tokenizerPath` are not secrets because the word must end the key.
+ * `tokenizerPath` are not secrets because the word must end the key. `tokenCommand` is masked too:
+ * a command line that prints a token often carries a client secret. File paths (`passwordFile`,
+ * `tokenFile`, `keyPasswordFile`) are not secrets; the files they name are.
  */
-const SECRET_KEY = /(password|secret|token|apikey|api_key|credentials?)$/i;
+const SECRET_KEY = /(password|secret|token|tokencommand|apikey|api_key|credentials?)$/i;
 
 export const MASK = "********";
 

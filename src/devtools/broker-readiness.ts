@@ -1,4 +1,4 @@
-import { Kafka, logLevel } from "kafkajs";
+import { Kafka, type KafkaConfig, logLevel } from "kafkajs";
 import { sleep } from "./broker-process.js";
 
 /**
@@ -9,8 +9,10 @@ export async function waitUntilReady(
   bootstrap: string,
   timeoutMs: number,
   exited: () => string | undefined = () => undefined,
+  client: Pick<KafkaConfig, "ssl" | "sasl"> = {},
 ): Promise<void> {
   const kafka = new Kafka({
+    ...client,
     clientId: "sluice-local-broker",
     brokers: [bootstrap],
     connectionTimeout: 1000,
@@ -45,8 +47,13 @@ export async function waitUntilReady(
  * transactional request on a new cluster can fail with NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS
  * (seen on Kafka 4.1.1), which kafkajs's admin does not always retry.
  */
-export async function warmUpCoordinators(bootstrap: string, timeoutMs = 30_000): Promise<void> {
+export async function warmUpCoordinators(
+  bootstrap: string,
+  timeoutMs = 30_000,
+  client: Pick<KafkaConfig, "ssl" | "sasl"> = {},
+): Promise<void> {
   const kafka = new Kafka({
+    ...client,
     clientId: "sluice-warm-up",
     brokers: [bootstrap],
     connectionTimeout: 2000,

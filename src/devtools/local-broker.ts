@@ -2,6 +2,7 @@ import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { delimiter, join, resolve } from "node:path";
+import type { KafkaConfig } from "kafkajs";
 import { packageRoot } from "../config/project-paths.js";
 import { SluiceError } from "../sluice-error.js";
 import { type BrokerState, choosePort, isOurBroker, run, signal, waitForExit } from "./broker-process.js";
@@ -35,7 +36,33 @@ export interface LocalBrokerOptions {
   mvnCommand?: string;
   /** Progress lines for humans (resolving jars, formatting storage, ...). Default: silent. */
   onProgress?: (message: string) => void;
+  /** How clients reach the broker. Default: one PLAINTEXT listener (secure-broker.ts has SASL_SSL). */
+  listeners?: BrokerListeners;
 }
+
+/** The listener layout of the broker: what `server.properties` says about listeners and security. */
+export interface BrokerListeners {
+  /** Writes what the layout needs into the run folder (certificates, credentials); every start. */
+  prepare(runDir: string, usedPorts: number[]): Promise<void>;
+  /** The listener and security lines of server.properties. */
+  properties(port: number, controllerPort: number): string[];
+  /** Extra `StorageTool format` arguments (e.g. `--add-scram` users). */
+  formatArgs(): string[];
+  /** kafkajs settings of an administrator, for the readiness probes. */
+  adminClient(): Pick<KafkaConfig, "ssl" | "sasl">;
+}
+
+const PLAINTEXT_LISTENERS: BrokerListeners = {
+  prepare: async () => {},
+  properties: (port, controllerPort) => [
+    `listeners=PLAINTEXT://127.0.0.1:${port},CONTROLLER://127.0.0.1:${controllerPort}`,
+    `advertised.listeners=PLAINTEXT://127.0.0.1:${port}`,
+    "inter.broker.listener.name=PLAINTEXT",
+    "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+  ],
+  formatArgs: () => [],
+  adminClient: () => ({}),
+};
 
 export interface LocalBrokerStatus {
   running: boolean;
@@ -71,6 +98,7 @@ export class LocalBroker {
   private readonly javaCommand: string;
   private readonly mvnCommand: string;
   private readonly progress: (message: string) => void;
+  private readonly listeners: BrokerListeners;
 
   constructor(options: LocalBrokerOptions = {}) {
     this.runDir = resolve(options.runDir ?? join(packageRoot(), ".sluice", "kafka"));
@@ -86,6 +114,7 @@ export class LocalBroker {
       (process.env["JAVA_HOME"] ? join(process.env["JAVA_HOME"], "bin", "java") : "java");
     this.mvnCommand = options.mvnCommand ?? "mvn";
     this.progress = options.onProgress ?? (() => {});
+    this.listeners = options.listeners ?? PLAINTEXT_LISTENERS;
 
     if (!/^\d+\.\d+\.\d+$/.test(this.kafkaVersion)) {
       throw new SluiceError("CONFIG_INVALID", `kafka version "${this.kafkaVersion}" is not like 3.9.1`);
@@ -132,6 +161,7 @@ export class LocalBroker {
     const port = await choosePort(this.port);
     if (this.port !== 0 && port !== this.port) this.progress(`port ${this.port} is taken; using ${port}`);
     const controllerPort = await choosePort(port + 1, [port]);
+    await this.listeners.prepare(this.runDir, [port, controllerPort]);
     const dataDir = join(this.runDir, `data-${this.kafkaVersion}`);
     const serverProperties = join(this.runDir, "server.properties");
     writeFileSync(serverProperties, this.serverProperties(port, controllerPort, dataDir));
@@ -142,7 +172,15 @@ export class LocalBroker {
       const jvm = ["-Xmx256m", ...logConfig, "-cp", classpath, "kafka.tools.StorageTool"];
       const clusterId =
         (await run(this.javaCommand, [...jvm, "random-uuid"])).trim().split(/\s+/).pop() ?? "";
-      await run(this.javaCommand, [...jvm, "format", "-t", clusterId, "-c", serverProperties]);
+      await run(this.javaCommand, [
+        ...jvm,
+        "format",
+        "-t",
+        clusterId,
+        "-c",
+        serverProperties,
+        ...this.listeners.formatArgs(),
+      ]);
     }
 
     this.progress(`starting Apache Kafka ${this.kafkaVersion} on 127.0.0.1:${port}`);
@@ -192,8 +230,8 @@ export class LocalBroker {
 
     const bootstrap = `127.0.0.1:${port}`;
     try {
-      await waitUntilReady(bootstrap, this.startTimeoutMs, () => exited);
-      await warmUpCoordinators(bootstrap);
+      await waitUntilReady(bootstrap, this.startTimeoutMs, () => exited, this.listeners.adminClient());
+      await warmUpCoordinators(bootstrap, 30_000, this.listeners.adminClient());
     } catch (error) {
       await this.stop();
       throw new SluiceError(
@@ -312,11 +350,8 @@ export class LocalBroker {
       "process.roles=broker,controller",
       "node.id=1",
       `controller.quorum.voters=1@127.0.0.1:${controllerPort}`,
-      `listeners=PLAINTEXT://127.0.0.1:${port},CONTROLLER://127.0.0.1:${controllerPort}`,
-      `advertised.listeners=PLAINTEXT://127.0.0.1:${port}`,
       "controller.listener.names=CONTROLLER",
-      "inter.broker.listener.name=PLAINTEXT",
-      "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+      ...this.listeners.properties(port, controllerPort),
       `log.dirs=${dataDir}`,
       "num.partitions=1",
       "offsets.topic.replication.factor=1",

@@ -1,5 +1,9 @@
 import type { Kafka } from "kafkajs";
 import { SluiceError } from "../sluice-error.js";
+import { type KafkaAccess, kafkaFailure } from "./kafka-failure.js";
+
+/** Group-id prefix of the throwaway consumer groups that read changelogs (needs a PREFIXED READ ACL). */
+export const RESTORE_GROUP_PREFIX = "sluice-restore-";
 
 /** The latest value per key of one changelog partition (compaction applied in memory). */
 export interface ChangelogRecord {
@@ -66,22 +70,31 @@ export class ChangelogReader {
     for (const p of wanted) latest.set(p, new Map());
     if (wanted.size === 0) return new Map();
 
+    const access: KafkaAccess[] = [
+      { operation: "READ", resourceType: "TOPIC", names: [topic] },
+      { operation: "READ", resourceType: "GROUP", names: [RESTORE_GROUP_PREFIX], prefixed: true },
+    ];
+    const failure = (error: unknown) =>
+      kafkaFailure(error, { doing: `restoring dedup state from ${topic}`, kafka: this.kafka, access }) ??
+      error;
     const admin = this.kafka.admin();
-    await admin.connect();
     let ends: Map<number, bigint>;
     try {
+      await admin.connect();
       const offsets = await admin.fetchTopicOffsets(topic);
       ends = new Map();
       for (const o of offsets) {
         if (wanted.has(o.partition) && BigInt(o.high) > BigInt(o.low)) ends.set(o.partition, BigInt(o.high));
       }
+    } catch (error) {
+      throw failure(error);
     } finally {
-      await admin.disconnect();
+      await admin.disconnect().catch(() => undefined);
     }
     if (ends.size === 0) return toResult(latest, checkpoints);
 
     const consumer = this.kafka.consumer({
-      groupId: `sluice-restore-${process.pid}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`,
+      groupId: `${RESTORE_GROUP_PREFIX}${process.pid}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`,
       readUncommitted: false,
       allowAutoTopicCreation: false,
       sessionTimeout: 10_000,
@@ -104,6 +117,16 @@ export class ChangelogReader {
     // aborted records), which is how a partition ending in a commit marker is seen to be done.
     consumer.on(consumer.events.END_BATCH_PROCESS, (e) => {
       if (e.payload.topic === topic) advance(e.payload.partition, e.payload.lastOffset);
+    });
+    // A crash the consumer does not recover from (a refused group, say) ends the read at once instead
+    // of after timeoutMs.
+    let crashed: ((error: unknown) => void) | undefined;
+    const crash = new Promise<never>((_, reject) => {
+      crashed = reject;
+    });
+    crash.catch(() => undefined);
+    consumer.on(consumer.events.CRASH, (e) => {
+      if (!e.payload.restart) crashed?.(e.payload.error);
     });
     let timer: NodeJS.Timeout | undefined;
     try {
@@ -137,6 +160,7 @@ export class ChangelogReader {
       });
       await Promise.race([
         finished,
+        crash,
         new Promise<never>((_, reject) => {
           timer = setTimeout(
             () =>
@@ -151,6 +175,8 @@ export class ChangelogReader {
           );
         }),
       ]);
+    } catch (error) {
+      throw failure(error);
     } finally {
       if (timer) clearTimeout(timer);
       await consumer.disconnect().catch(() => undefined);

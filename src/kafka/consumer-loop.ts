@@ -1,6 +1,7 @@
 import type { Consumer, Kafka, KafkaMessage } from "kafkajs";
 import { partitionsByTopic, type TopicPartition } from "../contracts/topic-partition.js";
 import { SluiceError } from "../sluice-error.js";
+import { type KafkaAccess, kafkaFailure } from "./kafka-failure.js";
 
 /** Handlers the owner of the loop supplies. All are called on the consumer's task and must be quick. */
 export interface ConsumerLoopHandlers {
@@ -82,9 +83,10 @@ export class ConsumerLoop {
     this.consumer.on(this.consumer.events.CRASH, (e) => {
       if (e.payload.restart) return; // kafkajs rejoins by itself
       this.handlers?.onFatal(
-        new SluiceError("BROKER_UNAVAILABLE", `Kafka consumer stopped: ${e.payload.error.message}`, {
-          cause: e.payload.error,
-        }),
+        this.failure(e.payload.error) ??
+          new SluiceError("BROKER_UNAVAILABLE", `Kafka consumer stopped: ${e.payload.error.message}`, {
+            cause: e.payload.error,
+          }),
       );
     });
   }
@@ -94,8 +96,12 @@ export class ConsumerLoop {
     if (this.started) return;
     this.started = true;
     this.handlers = handlers;
-    await this.consumer.connect();
-    for (const topic of this.opts.topics) await this.consumer.subscribe({ topic, fromBeginning: true });
+    try {
+      await this.consumer.connect();
+      for (const topic of this.opts.topics) await this.consumer.subscribe({ topic, fromBeginning: true });
+    } catch (error) {
+      throw this.failure(error) ?? error;
+    }
     await this.consumer.run({
       autoCommit: false,
       eachBatchAutoResolve: false,
@@ -120,6 +126,19 @@ export class ConsumerLoop {
         resolveOffset(batch.lastOffset());
         await heartbeat();
       },
+    });
+  }
+
+  /** A security or connectivity failure of the group member, naming the group and topics it reads. */
+  private failure(error: unknown): SluiceError | undefined {
+    const access: KafkaAccess[] = [
+      { operation: "READ", resourceType: "GROUP", names: [this.opts.groupId] },
+      { operation: "READ", resourceType: "TOPIC", names: this.opts.topics },
+    ];
+    return kafkaFailure(error, {
+      doing: `consuming as group ${this.opts.groupId}`,
+      kafka: this.opts.kafka,
+      access,
     });
   }
 

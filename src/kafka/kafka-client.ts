@@ -1,7 +1,10 @@
-import { Kafka, type KafkaConfig, type SASLOptions } from "kafkajs";
+import { Kafka, type KafkaConfig, type LogEntry, logLevel } from "kafkajs";
 import type { SluiceConfig } from "../config/config-schema.js";
 import { fixAbortedTransactionOrder } from "./aborted-transaction-order.js";
+import { fixAddPartitionsErrors } from "./add-partitions-errors.js";
+import { denialLogTap } from "./kafka-failure.js";
 import { type KafkaLogSink, kafkaLogCreator, kafkaLogLevel } from "./kafka-log.js";
+import { kafkaSecurityOptions } from "./kafka-security.js";
 
 export interface CreateKafkaOptions {
   /** Overrides `config.clientId` (e.g. to tell processes apart). */
@@ -23,28 +26,33 @@ export function createKafka(
 ): Kafka {
   // Every Sluice client may read transactional topics with read_committed; see that module.
   fixAbortedTransactionOrder();
+  // A refused topic in a transaction is reported as itself, not as "operation not attempted".
+  fixAddPartitionsErrors();
+  const failures = denialLogTap();
   const kafkaConfig: KafkaConfig = {
     clientId: options.clientId ?? config.clientId,
     brokers: config.brokers,
-    ssl: config.ssl,
     connectionTimeout: config.connectionTimeoutMs,
     requestTimeout: config.requestTimeoutMs,
-    logLevel: kafkaLogLevel(logger),
-    logCreator: kafkaLogCreator(logger),
+    // ERROR at least, even without a sink: the failure classifier reads broker denials from
+    // kafkajs's error lines (kafka-failure.ts); the sink gets what the logging policy says (kafka-log.ts).
+    logLevel: Math.max(kafkaLogLevel(logger), logLevel.ERROR),
+    logCreator: () => {
+      const toSink = kafkaLogCreator(logger)();
+      return (entry: LogEntry) => {
+        failures.tap(entry);
+        toSink(entry);
+      };
+    },
   };
-  if (config.sasl) kafkaConfig.sasl = saslOptions(config.sasl);
+  // TLS and SASL options (files read, secrets resolved) come from their own module.
+  Object.assign(kafkaConfig, kafkaSecurityOptions(config));
   if (options.retry) kafkaConfig.retry = options.retry;
-  return new Kafka(kafkaConfig);
-}
-
-function saslOptions(sasl: NonNullable<SluiceConfig["kafka"]["sasl"]>): SASLOptions {
-  const { username, password } = sasl;
-  switch (sasl.mechanism) {
-    case "plain":
-      return { mechanism: "plain", username, password };
-    case "scram-sha-256":
-      return { mechanism: "scram-sha-256", username, password };
-    case "scram-sha-512":
-      return { mechanism: "scram-sha-512", username, password };
-  }
+  const kafka = new Kafka(kafkaConfig);
+  failures.attach(kafka, {
+    brokers: config.brokers,
+    ssl: config.ssl !== false,
+    ...(config.sasl ? { sasl: { mechanism: config.sasl.mechanism, username: config.sasl.username } } : {}),
+  });
+  return kafka;
 }

@@ -55,6 +55,9 @@ const EXPECTED_TRANSIENT: readonly { name: string; pattern: RegExp }[] = [
   { name: "consumer restart", pattern: /^Restarting the consumer in \d+ms/ },
 ];
 
+/** kafkajs's per-attempt connection failures (it retries them). */
+const CONNECTION_RETRY = /^(Connection error|Connection timeout|Failed to connect to seed broker)/;
+
 /** Which expected transient condition a kafkajs line describes, or undefined for any other line. */
 export function expectedTransient(message: string, fields: Record<string, unknown>): string | undefined {
   const text = `${message}\n${String(fields["error"] ?? "")}`;
@@ -84,6 +87,9 @@ export function kafkaLogCreator(sink: KafkaLogSink | undefined): () => (entry: L
     if (entry.level === logLevel.ERROR || entry.level === logLevel.WARN) {
       const transient = expectedTransient(message, fields);
       if (transient !== undefined) debug({ transient });
+      // A connection attempt kafkajs will retry is no one's problem yet; the final failure is
+      // classified and reported once by Sluice (kafka-failure.ts): a warning, no stack per retry.
+      else if (CONNECTION_RETRY.test(message)) sink.warn(context, message);
       else if (entry.level === logLevel.ERROR) sink.error(context, message);
       else sink.warn(context, message);
       return;

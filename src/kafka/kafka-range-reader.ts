@@ -1,11 +1,15 @@
 import { randomBytes } from "node:crypto";
 import type { Kafka, KafkaMessage } from "kafkajs";
 import type { PartitionRange } from "../batch/offset-spec.js";
+import { kafkaFailure } from "./kafka-failure.js";
 
 export interface RangeMessage {
   partition: number;
   message: KafkaMessage;
 }
+
+/** Group-id prefix of batch mode's throwaway reader groups (needs a PREFIXED READ ACL). */
+export const BATCH_GROUP_PREFIX = "sluice-batch-";
 
 export interface KafkaRangeReaderOptions {
   kafka: Kafka;
@@ -35,8 +39,10 @@ export async function* readKafkaRanges(opts: KafkaRangeReaderOptions): AsyncGene
   if (todo.length === 0) return;
 
   const topic = opts.topic;
+  const groupPrefix = opts.groupIdPrefix ? `${opts.groupIdPrefix}-` : BATCH_GROUP_PREFIX;
+  const groupId = `${groupPrefix}${randomBytes(6).toString("hex")}`;
   const consumer = opts.kafka.consumer({
-    groupId: `${opts.groupIdPrefix ?? "sluice-batch"}-${randomBytes(6).toString("hex")}`,
+    groupId,
     readUncommitted: false,
     allowAutoTopicCreation: false,
     maxWaitTimeInMs: 250,
@@ -94,7 +100,20 @@ export async function* readKafkaRanges(opts: KafkaRangeReaderOptions): AsyncGene
         advance(p.partition, p.lastOffset);
     });
     consumer.on(consumer.events.CRASH, (e) => {
-      failure = e.payload.error;
+      failure =
+        kafkaFailure(e.payload.error, {
+          doing: `reading ${topic}`,
+          kafka: opts.kafka,
+          access: [
+            { operation: "READ", resourceType: "TOPIC", names: [topic] },
+            {
+              operation: "READ",
+              resourceType: "GROUP",
+              names: [groupPrefix],
+              prefixed: true,
+            },
+          ],
+        }) ?? e.payload.error;
       notify();
     });
     await consumer.run({

@@ -5,7 +5,11 @@ import type { InferenceResult } from "../contracts/inference.js";
 import { ResultEncoder } from "../contracts/result-codec.js";
 import { SluiceError } from "../sluice-error.js";
 import { withAdmin } from "./admin-session.js";
+import { kafkaFailure } from "./kafka-failure.js";
 import { readKafkaRanges } from "./kafka-range-reader.js";
+
+/** Transactional-id prefix of batch mode's shard producers (needs a PREFIXED WRITE ACL). */
+export const BATCH_TRANSACTIONAL_ID_PREFIX = "sluice-batch-";
 
 export const RUN_HEADER = "sluice-batch-run";
 export const SHARD_HEADER = "sluice-batch-shard";
@@ -59,7 +63,7 @@ export class KafkaTopicSink implements BatchSink {
     if (!exists) {
       throw new SluiceError(
         "CONFIG_INVALID",
-        `output topic ${this.opts.topic} does not exist; create it first (sluice does not guess partitions or retention)`,
+        `output topic ${this.opts.topic} does not exist, or this user may not DESCRIBE it (WRITE on it grants DESCRIBE; \`sluice acls --command batch\` lists what batch needs); create it first (sluice does not guess partitions or retention)`,
         { context: { topic: this.opts.topic } },
       );
     }
@@ -72,7 +76,7 @@ export class KafkaTopicSink implements BatchSink {
   async beginShard(key: string): Promise<InFlightShard> {
     if (!this.runId)
       throw new SluiceError("INTERNAL", "KafkaTopicSink.runId must be set before writing shards");
-    const transactionalId = `sluice-batch-${this.runId}-${key}`;
+    const transactionalId = `${BATCH_TRANSACTIONAL_ID_PREFIX}${this.runId}-${key}`;
     await this.dropProducer();
     this.producer = this.newProducer(transactionalId);
     await this.producer.connect();
@@ -86,7 +90,10 @@ export class KafkaTopicSink implements BatchSink {
     }
     const headers = { [RUN_HEADER]: this.runId!, [SHARD_HEADER]: key };
     const chunk = this.opts.sendChunkRecords ?? 500;
-    const txn = await this.producer.transaction();
+    const txn = await this.producer.transaction().catch(async (cause: unknown) => {
+      await this.dropProducer();
+      throw this.denied(cause, `starting the transaction of shard ${key}`) ?? cause;
+    });
     try {
       for (let i = 0; i < rows.length; i += chunk) {
         const completedAt = Date.now();
@@ -103,6 +110,8 @@ export class KafkaTopicSink implements BatchSink {
     } catch (cause) {
       await txn.abort().catch(() => {});
       await this.dropProducer();
+      const denied = this.denied(cause, `publishing shard ${key}`);
+      if (denied) throw denied;
       throw new SluiceError(
         "TRANSACTION_FAILED",
         `publishing shard ${key} to ${this.opts.topic} failed; rerun the same command to retry it`,
@@ -117,10 +126,12 @@ export class KafkaTopicSink implements BatchSink {
     // A new producer with the same transactional id fences the old one; InitProducerId also waits for
     // an in-progress commit to finish and aborts an open transaction, so the log is settled afterwards.
     const producer = this.newProducer(shard.transactionalId);
-    await producer.connect();
     try {
+      await producer.connect();
       const txn = await producer.transaction();
       await txn.abort();
+    } catch (cause) {
+      throw this.denied(cause, `fencing the producer of shard ${shard.key}`) ?? cause;
     } finally {
       await producer.disconnect().catch(() => {});
     }
@@ -145,6 +156,23 @@ export class KafkaTopicSink implements BatchSink {
 
   async close(): Promise<void> {
     await this.dropProducer();
+  }
+
+  /** A security failure of the shard producer, naming the topic and transactional-id prefix it needs. */
+  private denied(cause: unknown, doing: string): SluiceError | undefined {
+    return kafkaFailure(cause, {
+      doing,
+      kafka: this.opts.kafka,
+      access: [
+        { operation: "WRITE", resourceType: "TOPIC", names: [this.opts.topic] },
+        {
+          operation: "WRITE",
+          resourceType: "TRANSACTIONAL_ID",
+          names: [BATCH_TRANSACTIONAL_ID_PREFIX],
+          prefixed: true,
+        },
+      ],
+    });
   }
 
   private newProducer(transactionalId: string): Producer {

@@ -1,6 +1,7 @@
 import type { Admin, Kafka } from "kafkajs";
 import { type TopicPartition, topicPartitionKey } from "../contracts/topic-partition.js";
 import { ChangelogReader, type RestoredPartition } from "./changelog-reader.js";
+import { kafkaFailure } from "./kafka-failure.js";
 
 /**
  * Where a partition restore reads from: the group's committed offsets (admin) and the dedup
@@ -20,6 +21,23 @@ export class KafkaRestoreSources {
 
   /** Committed offset per partition key; without one, the partition's earliest offset. */
   async committedOffsets(tps: readonly TopicPartition[]): Promise<Map<string, string>> {
+    try {
+      return await this.readCommittedOffsets(tps);
+    } catch (error) {
+      throw (
+        kafkaFailure(error, {
+          doing: `reading the committed offsets of group ${this.groupId}`,
+          kafka: this.kafka,
+          access: [
+            { operation: "READ", resourceType: "GROUP", names: [this.groupId] },
+            { operation: "READ", resourceType: "TOPIC", names: [...new Set(tps.map((t) => t.topic))] },
+          ],
+        }) ?? error
+      );
+    }
+  }
+
+  private async readCommittedOffsets(tps: readonly TopicPartition[]): Promise<Map<string, string>> {
     const admin = await this.connected();
     const out = new Map<string, string>();
     const topics = [...new Set(tps.map((t) => t.topic))];
@@ -53,6 +71,7 @@ export class KafkaRestoreSources {
         await admin.connect();
       } catch (error) {
         this.admin = undefined;
+        await admin.disconnect().catch(() => undefined);
         throw error;
       }
       return admin;

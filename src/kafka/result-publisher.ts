@@ -1,6 +1,7 @@
 import type { IHeaders, Kafka, Producer } from "kafkajs";
 import { estimateBytes, type OutboundMessage } from "../delivery/outbound-message.js";
 import { SluiceError } from "../sluice-error.js";
+import { errorChain, type KafkaAccess, kafkaFailure, narrowTopicDenial } from "./kafka-failure.js";
 
 /**
  * What one commit of an input partition publishes: the outputs (results, dead letters), the
@@ -46,7 +47,12 @@ export class TransactionalPublisher implements ResultPublisher {
   ) {}
 
   static transactionalId(groupId: string, topic: string, partition: number): string {
-    return `sluice-${groupId}-${topic}-${partition}`;
+    return `${TransactionalPublisher.transactionalIdPrefix(groupId)}${topic}-${partition}`;
+  }
+
+  /** Every transactional id of a group starts with this (its ACL is a PREFIXED one). */
+  static transactionalIdPrefix(groupId: string): string {
+    return `sluice-${groupId}-`;
   }
 
   static async create(
@@ -76,7 +82,13 @@ export class TransactionalPublisher implements ResultPublisher {
       await txn.abort(); // nothing was added: local state change only, no EndTxn request
     } catch (error) {
       await producer.disconnect().catch(() => undefined);
-      throw classify(error, target.topic, target.partition, "initialising the transactional producer");
+      throw (
+        kafkaFailure(error, {
+          doing: `initialising the transactional producer of ${target.topic}[${target.partition}]`,
+          kafka: target.kafka,
+          access: [transactionalAccess(target)],
+        }) ?? classify(error, target.topic, target.partition, "initialising the transactional producer")
+      );
     }
     return producer;
   }
@@ -98,7 +110,14 @@ export class TransactionalPublisher implements ResultPublisher {
       });
       await txn.commit();
     } catch (error) {
-      const failure = classify(error, this.target.topic, this.target.partition, "committing a transaction");
+      const denied = kafkaFailure(error, {
+        doing: `committing a transaction of ${this.target.topic}[${this.target.partition}]`,
+        kafka: this.target.kafka,
+        access: unitAccess(this.target, messages, true),
+      });
+      const failure = denied
+        ? await narrowTopicDenial(denied, this.target.kafka)
+        : classify(error, this.target.topic, this.target.partition, "committing a transaction");
       if (txn && failure.code !== "PRODUCER_FENCED") await txn.abort().catch(() => undefined);
       if (failure.code === "PUBLISH_TOO_LARGE") await this.renew();
       throw failure;
@@ -156,7 +175,10 @@ export class AtLeastOncePublisher implements ResultPublisher {
       await producer.connect();
     } catch (error) {
       await producer.disconnect().catch(() => undefined);
-      throw publishFailed(error, target, "connecting the producer");
+      throw (
+        kafkaFailure(error, { doing: "connecting the producer", kafka: target.kafka }) ??
+        publishFailed(error, target, "connecting the producer")
+      );
     }
     return producer;
   }
@@ -172,12 +194,25 @@ export class AtLeastOncePublisher implements ResultPublisher {
         this.producer = await AtLeastOncePublisher.connect(this.target);
         throw tooLarge(error, this.target.topic, this.target.partition);
       }
-      throw publishFailed(error, this.target, "publishing results");
+      const denied = kafkaFailure(error, {
+        doing: `publishing results of ${this.target.topic}[${this.target.partition}]`,
+        kafka: this.target.kafka,
+        access: unitAccess(this.target, [...unit.outputs, ...unit.bookkeeping], false),
+      });
+      throw denied
+        ? await narrowTopicDenial(denied, this.target.kafka)
+        : publishFailed(error, this.target, "publishing results");
     }
     try {
       await this.commitOffset(unit.nextOffset);
     } catch (error) {
-      throw publishFailed(error, this.target, `committing offset ${unit.nextOffset}`);
+      throw (
+        kafkaFailure(error, {
+          doing: `committing offset ${unit.nextOffset} of ${this.target.topic}[${this.target.partition}]`,
+          kafka: this.target.kafka,
+          access: [{ operation: "READ", resourceType: "GROUP", names: [this.target.groupId] }],
+        }) ?? publishFailed(error, this.target, `committing offset ${unit.nextOffset}`)
+      );
     }
   }
 
@@ -266,7 +301,6 @@ export function classify(error: unknown, topic: string, partition: number, doing
     return (
       type === "INVALID_PRODUCER_EPOCH" ||
       type === "PRODUCER_FENCED" ||
-      type === "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" ||
       (e instanceof Error && /fenced|producer epoch/i.test(e.message))
     );
   });
@@ -284,15 +318,26 @@ export function classify(error: unknown, topic: string, partition: number, doing
       });
 }
 
-function errorChain(error: unknown): unknown[] {
-  const out: unknown[] = [];
-  let current: unknown = error;
-  for (let depth = 0; current && depth < 8; depth++) {
-    out.push(current);
-    const c = current as { originalError?: unknown; cause?: unknown; errors?: unknown };
-    // KafkaJSAggregateError (one error per broker request) keeps its causes in `errors`.
-    if (Array.isArray(c.errors)) out.push(...c.errors.slice(0, 8));
-    current = c.originalError ?? c.cause;
+function transactionalAccess(target: PublisherTarget): KafkaAccess {
+  return {
+    operation: "WRITE",
+    resourceType: "TRANSACTIONAL_ID",
+    names: [TransactionalPublisher.transactionalIdPrefix(target.groupId)],
+    prefixed: true,
+  };
+}
+
+/** What publishing `messages` needs: WRITE on their topics, and for transactions the id and the group. */
+function unitAccess(
+  target: PublisherTarget,
+  messages: OutboundMessage[],
+  transactional: boolean,
+): KafkaAccess[] {
+  const topics = [...new Set(messages.map((m) => m.topic))];
+  const access: KafkaAccess[] = [{ operation: "WRITE", resourceType: "TOPIC", names: topics }];
+  if (transactional) {
+    access.push(transactionalAccess(target));
+    access.push({ operation: "READ", resourceType: "GROUP", names: [target.groupId] });
   }
-  return out;
+  return access;
 }

@@ -1,6 +1,8 @@
 import { createHash } from "node:crypto";
 import type { Kafka } from "kafkajs";
 import { SluiceError } from "../sluice-error.js";
+import { withAdmin } from "./admin-session.js";
+import { kafkaFailure } from "./kafka-failure.js";
 
 export interface TopicLayout {
   /** Request topics (created with `partitions` if missing; existing ones keep their count). */
@@ -58,9 +60,7 @@ export function changelogTopicFor(base: string, groupId: string, requestTopic: s
  * from its request topic is an error (the 1:1 mapping would be wrong), not silently "fixed".
  */
 export async function ensureTopics(kafka: Kafka, layout: TopicLayout): Promise<Map<string, number>> {
-  const admin = kafka.admin();
-  await admin.connect();
-  try {
+  return withAdmin(kafka, async (admin) => {
     const wanted = async (): Promise<Map<string, number>> => {
       const meta = await admin.fetchTopicMetadata({ topics: [] });
       return new Map(meta.topics.map((t) => [t.name, t.partitions.length]));
@@ -91,7 +91,12 @@ export async function ensureTopics(kafka: Kafka, layout: TopicLayout): Promise<M
     }[] = [];
     for (const request of layout.requests) {
       const n = existing.get(request);
-      if (n === undefined) throw new SluiceError("INTERNAL", `request topic ${request} was not created`);
+      if (n === undefined)
+        throw new SluiceError(
+          "AUTHORIZATION_FAILED",
+          `request topic ${request} is not visible after creating it: Kafka denies DESCRIBE on TOPIC "${request}" (READ grants it); grant READ (\`sluice acls\` prints every ACL this configuration needs)`,
+          { context: { resourceType: "TOPIC", resourceName: request, operation: "DESCRIBE" } },
+        );
       requestPartitions.set(request, n);
       const changelog = changelogTopicFor(layout.dedupChangelog, layout.groupId, request);
       const have = existing.get(changelog);
@@ -111,9 +116,7 @@ export async function ensureTopics(kafka: Kafka, layout: TopicLayout): Promise<M
     }
     if (changelogs.length > 0) await createIgnoringExisting(admin, changelogs);
     return requestPartitions;
-  } finally {
-    await admin.disconnect();
-  }
+  });
 }
 
 async function createIgnoringExisting(
@@ -129,6 +132,16 @@ async function createIgnoringExisting(
     if (type === "TOPIC_ALREADY_EXISTS" || nested.every((e) => e.type === "TOPIC_ALREADY_EXISTS")) {
       if (nested.length > 0 || type === "TOPIC_ALREADY_EXISTS") return;
     }
+    // A topic the principal may not DESCRIBE looks missing, so a denied CREATE can also mean that.
+    const names = topics.map((t) => t.topic);
+    const denied = kafkaFailure(error, {
+      doing: `creating topics ${names.join(", ")}, which look missing (if they exist, this user may not DESCRIBE them: READ or WRITE on a topic grants DESCRIBE)`,
+      access: [
+        { operation: "CREATE", resourceType: "TOPIC", names },
+        { operation: "CREATE", resourceType: "CLUSTER", names: ["kafka-cluster"] },
+      ],
+    });
+    if (denied) throw denied;
     throw new SluiceError("BROKER_UNAVAILABLE", `creating topics failed: ${(error as Error).message}`, {
       retriable: true,
       cause: error,

@@ -6,7 +6,8 @@ import {
   type FreshnessHeartbeat as HeartbeatRecord,
 } from "../contracts/freshness-heartbeat.js";
 import { topicPartitionKey } from "../contracts/topic-partition.js";
-import { SluiceError } from "../sluice-error.js";
+import { kafkaFailure } from "../kafka/kafka-failure.js";
+import { isAccessFailure, SluiceError } from "../sluice-error.js";
 import { PeriodicTask } from "./periodic-task.js";
 import type { PartitionLag, SluiceEvents } from "./sluice-events.js";
 
@@ -23,6 +24,11 @@ export interface FreshnessHeartbeatOptions {
   intervalMs?: number;
   nowMs?: () => number;
   logger?: Logger;
+  /**
+   * A beat failed with a security failure (isAccessFailure): the schedule stops and this is called
+   * once, instead of warning every interval forever.
+   */
+  onAccessFailure?: (error: SluiceError) => void;
 }
 
 interface PartitionState {
@@ -48,7 +54,8 @@ interface PartitionState {
  * T = event time of the last committed record. T never moves backwards for a partition.
  */
 export class FreshnessHeartbeat {
-  private readonly opts: Required<Omit<FreshnessHeartbeatOptions, "logger">> & { logger?: Logger };
+  private readonly opts: Required<Omit<FreshnessHeartbeatOptions, "logger" | "onAccessFailure">> &
+    Pick<FreshnessHeartbeatOptions, "logger" | "onAccessFailure">;
   private readonly owned = new Map<string, PartitionState>();
   private readonly offs: Array<() => void> = [];
   private producer: Producer | undefined;
@@ -75,15 +82,22 @@ export class FreshnessHeartbeat {
       intervalMs,
       nowMs: opts.nowMs ?? Date.now,
       ...(opts.logger ? { logger: opts.logger } : {}),
+      ...(opts.onAccessFailure ? { onAccessFailure: opts.onAccessFailure } : {}),
     };
     this.schedule = new PeriodicTask(
       () => this.beat(),
       intervalMs,
-      (err) =>
+      (err) => {
+        if (isAccessFailure(err) && this.opts.onAccessFailure) {
+          this.schedule.stop();
+          this.opts.onAccessFailure(err);
+          return;
+        }
         this.opts.logger?.warn(
           { err, topic: this.opts.topic },
           "freshness heartbeat failed; will retry next interval",
-        ),
+        );
+      },
     );
     const ev = opts.events;
     this.offs.push(
@@ -190,7 +204,7 @@ export class FreshnessHeartbeat {
       const producer = await this.connect();
       const beats = this.snapshot();
       if (beats.length === 0) return beats;
-      await producer.send({
+      await this.send(producer, {
         topic: this.opts.topic,
         acks: -1,
         messages: beats.map((hb) => ({
@@ -212,19 +226,45 @@ export class FreshnessHeartbeat {
     }
   }
 
+  /**
+   * A failed send gives the producer back: a producer left connected after a refusal keeps its TLS
+   * socket, and with it the whole process, alive. The next beat connects a fresh one.
+   */
+  private async send(producer: Producer, record: Parameters<Producer["send"]>[0]): Promise<void> {
+    try {
+      await producer.send(record);
+    } catch (error) {
+      if (this.producer === producer) this.producer = undefined;
+      await producer.disconnect().catch(() => undefined);
+      throw this.failure(error, "publishing freshness heartbeats") ?? error;
+    }
+  }
+
+  private failure(error: unknown, doing: string): SluiceError | undefined {
+    return kafkaFailure(error, {
+      doing,
+      kafka: this.opts.kafka,
+      access: [{ operation: "WRITE", resourceType: "TOPIC", names: [this.opts.topic] }],
+    });
+  }
+
   private async connect(): Promise<Producer> {
     if (this.producer) return this.producer;
     const producer = this.opts.kafka.producer({ allowAutoTopicCreation: false, idempotent: true });
     try {
       await producer.connect();
     } catch (cause) {
-      throw new SluiceError(
-        "BROKER_UNAVAILABLE",
-        `Cannot connect the freshness heartbeat producer: ${(cause as Error).message}`,
-        {
-          retriable: true,
-          cause,
-        },
+      await producer.disconnect().catch(() => undefined);
+      throw (
+        this.failure(cause, "connecting the freshness heartbeat producer") ??
+        new SluiceError(
+          "BROKER_UNAVAILABLE",
+          `Cannot connect the freshness heartbeat producer: ${(cause as Error).message}`,
+          {
+            retriable: true,
+            cause,
+          },
+        )
       );
     }
     this.producer = producer;

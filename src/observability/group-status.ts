@@ -1,4 +1,5 @@
 import type { Kafka } from "kafkajs";
+import { kafkaFailure } from "../kafka/kafka-failure.js";
 import { SluiceError } from "../sluice-error.js";
 import { LagMonitor } from "./lag-monitor.js";
 
@@ -48,6 +49,12 @@ export async function readGroupStatus(opts: GroupStatusOptions): Promise<GroupSt
       const offsets = await admin.fetchOffsets({ groupId: opts.groupId });
       topics = offsets.filter((t) => t.partitions.some((p) => Number(p.offset) >= 0)).map((t) => t.topic);
     } catch (cause) {
+      const failure = kafkaFailure(cause, {
+        doing: `reading the committed offsets of group ${opts.groupId}`,
+        kafka: opts.kafka,
+        access: [{ operation: "DESCRIBE", resourceType: "GROUP", names: [opts.groupId] }],
+      });
+      if (failure) throw failure;
       throw new SluiceError(
         "BROKER_UNAVAILABLE",
         `Cannot read group "${opts.groupId}": ${(cause as Error).message}`,

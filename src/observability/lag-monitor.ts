@@ -1,7 +1,8 @@
 import type { Admin, Kafka } from "kafkajs";
 import type { Logger } from "pino";
 import { topicPartitionKey } from "../contracts/topic-partition.js";
-import { SluiceError } from "../sluice-error.js";
+import { kafkaFailure } from "../kafka/kafka-failure.js";
+import { isAccessFailure, SluiceError } from "../sluice-error.js";
 import type { InFlightRecords } from "./in-flight-records.js";
 import { PeriodicTask } from "./periodic-task.js";
 import { type ProbedRecord, RecordTimestampReader, type TimestampProbe } from "./record-timestamp-reader.js";
@@ -89,6 +90,8 @@ export class LagMonitor {
   /** Group position per partition at the previous sample (throughput = its advance). */
   private prevCommitted: { atMs: number; byPartition: Map<string, bigint> } | undefined;
   private readonly throughput = new Map<string, number>();
+  /** Set when an ACL refused the timestamp probe: no more probes (see sample()). */
+  private probeRefused: SluiceError | undefined;
 
   constructor(opts: LagMonitorOptions) {
     const intervalMs = opts.intervalMs ?? 5000;
@@ -211,6 +214,15 @@ export class LagMonitor {
       );
       commits = await admin.fetchOffsets({ groupId, topics: [...topics] });
     } catch (cause) {
+      const failure = kafkaFailure(cause, {
+        doing: `reading the offsets of group ${groupId} on ${topics.join(", ")}`,
+        kafka: this.opts.kafka,
+        access: [
+          { operation: "DESCRIBE", resourceType: "GROUP", names: [groupId] },
+          { operation: "DESCRIBE", resourceType: "TOPIC", names: topics },
+        ],
+      });
+      if (failure) throw failure;
       throw new SluiceError(
         "BROKER_UNAVAILABLE",
         `Cannot read offsets of group "${groupId}" on ${topics.join(", ")}: ${(cause as Error).message}; check the brokers and that the topics exist`,
@@ -262,10 +274,18 @@ export class LagMonitor {
       }
     }
     try {
-      await this.readTimestamps(rows, known);
+      if (!this.probeRefused) await this.readTimestamps(rows, known);
     } catch (err) {
       // Offsets are still worth reporting; timestamps that could not be read show as NaN (unknown).
-      this.opts.logger?.warn({ err, groupId }, "could not read record timestamps for lag seconds");
+      if (isAccessFailure(err)) {
+        // Refused by an ACL: asking again every sample cannot help. Said once; lag seconds of
+        // partitions with nothing in flight stay unknown until the ACL is granted and Sluice restarts.
+        this.probeRefused = err;
+        this.opts.logger?.error(
+          { code: err.code, err: err.message, groupId },
+          "lag seconds from the log are off: the timestamp probe was refused",
+        );
+      } else this.opts.logger?.warn({ err, groupId }, "could not read record timestamps for lag seconds");
     }
     const now = this.opts.nowMs();
     for (const row of rows) {

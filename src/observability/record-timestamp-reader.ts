@@ -1,7 +1,11 @@
 import { randomBytes } from "node:crypto";
 import type { Consumer, Kafka } from "kafkajs";
 import { topicPartitionKey } from "../contracts/topic-partition.js";
+import { kafkaFailure } from "../kafka/kafka-failure.js";
 import { SluiceError } from "../sluice-error.js";
+
+/** Group-id prefix of the throwaway groups that read record timestamps (needs a PREFIXED READ ACL). */
+export const TIMESTAMP_PROBE_GROUP_PREFIX = "sluice-timestamp-probe-";
 
 /**
  * Look around `offset` of one partition: the last data record in `[fromOffset, offset)` and the
@@ -141,7 +145,7 @@ export class RecordTimestampReader {
 
   private async fetch(states: Map<string, ProbeState>, pending: ProbeState[]): Promise<void> {
     const consumer: Consumer = this.kafka.consumer({
-      groupId: `sluice-timestamp-probe-${randomBytes(6).toString("hex")}`,
+      groupId: `${TIMESTAMP_PROBE_GROUP_PREFIX}${randomBytes(6).toString("hex")}`,
       allowAutoTopicCreation: false,
       maxWaitTimeInMs: 250,
       // A small first batch is enough: we want a record or two, not throughput.
@@ -223,6 +227,19 @@ export class RecordTimestampReader {
       });
       await allDone;
     } catch (cause) {
+      const failure = kafkaFailure(cause, {
+        doing: "reading record timestamps (lag seconds)",
+        kafka: this.kafka,
+        access: [
+          { operation: "READ", resourceType: "GROUP", names: [TIMESTAMP_PROBE_GROUP_PREFIX], prefixed: true },
+          {
+            operation: "READ",
+            resourceType: "TOPIC",
+            names: [...new Set(pending.map((st) => st.probe.topic))],
+          },
+        ],
+      });
+      if (failure) throw failure;
       throw new SluiceError(
         "BROKER_UNAVAILABLE",
         `Could not read record timestamps: ${(cause as Error).message}`,

@@ -1,4 +1,5 @@
 import { Deduplicator } from "../delivery/deduplicator.js";
+import { isAccessFailure, type SluiceError } from "../sluice-error.js";
 import type { PartitionTask } from "./partition-task.js";
 import type { RestoredChangelog, RestoreSources, TaskCommitter } from "./processor-ports.js";
 import type { ProcessorLog } from "./stream-processor-options.js";
@@ -27,6 +28,8 @@ export interface PartitionRestorerOptions {
   /** Wait before retrying a failed restore, ms. */
   retryMs: number;
   log: ProcessorLog;
+  /** A restore failed with a security failure (isAccessFailure): it is not retried; this is told. */
+  onAccessFailure?: (error: SluiceError) => void;
 }
 
 /**
@@ -105,6 +108,12 @@ export class PartitionRestorer {
       }
     } catch (error) {
       const live = current();
+      if (isAccessFailure(error) && this.o.onAccessFailure) {
+        // Retrying cannot help (credentials, an ACL, a certificate): give the producers back and stop.
+        await Promise.all(live.map((t) => t.takeCommitter()?.close({ commit: false })));
+        this.o.onAccessFailure(error);
+        return;
+      }
       this.o.log.warn(
         {
           partitions: live.map((t) => t.describe()),

@@ -6,11 +6,17 @@ import { sluiceConfigSchema } from "../../../src/config/config-schema.js";
 import { envNameFor } from "../../../src/config/env-overrides.js";
 import { packageRoot } from "../../../src/config/project-paths.js";
 
-type Node = { _zod: { def: { type: string; innerType?: Node; shape?: Record<string, Node> } } };
+type Node = {
+  _zod: { def: { type: string; innerType?: Node; shape?: Record<string, Node>; options?: Node[] } };
+};
 
+/** The object shape of a key, looking through wrappers and into unions (`kafka.ssl`: true or an object). */
 function shapeOf(node: Node): Record<string, Node> | undefined {
   let inner: Node | undefined = node;
-  while (inner && inner._zod.def.type !== "object") inner = inner._zod.def.innerType;
+  while (inner && inner._zod.def.type !== "object") {
+    if (inner._zod.def.type === "union") return inner._zod.def.options?.map(shapeOf).find(Boolean);
+    inner = inner._zod.def.innerType;
+  }
   return inner?._zod.def.shape;
 }
 
@@ -50,10 +56,26 @@ function keyRows(markdown: string, fromHeading: RegExp): Row[] {
 const schema = schemaKeys(sluiceConfigSchema as unknown as Node);
 const isObject = (key: string) => [...schema.keys()].some((other) => other.startsWith(`${key}.`));
 
+/** A union key (`kafka.ssl`: true or an object) is one environment variable holding JSON. */
+function isUnion(key: string): boolean {
+  let node: Node | undefined = schema.get(key);
+  while (node && node._zod.def.type !== "union" && node._zod.def.innerType) node = node._zod.def.innerType;
+  return node?._zod.def.type === "union";
+}
+const parentOf = (key: string) => key.slice(0, key.lastIndexOf("."));
+
+/** What the environment-variable column says: a key's variable, — for objects, or the union's variable. */
+function documentedEnv(key: string): string {
+  if (isUnion(key)) return `\`${envNameFor(key)}\``;
+  if (isUnion(parentOf(key))) return `(inside \`${envNameFor(parentOf(key))}\`)`;
+  return isObject(key) ? "—" : `\`${envNameFor(key)}\``;
+}
+
 /** The default as the docs write it: `JSON`, (unset) for optional keys, — for sub-keys of an optional object. */
 function documentedDefault(key: string): string {
   const parsed = (schema.get(key) as unknown as z.ZodType).safeParse(undefined);
-  if (!parsed.success || parsed.data === undefined) return key.split(".").length > 2 ? "—" : "(unset)";
+  if (!parsed.success || parsed.data === undefined)
+    return key.split(".").length > 2 && !isUnion(parentOf(key)) ? "—" : "(unset)";
   if (key === "observability.instanceId") return "hostname-pid"; // computed per process
   return `\`${JSON.stringify(parsed.data)}\``;
 }
@@ -87,7 +109,7 @@ describe("the configuration reference matches the schema", () => {
     const wrong = rows
       .filter((r) => schema.has(r.key))
       .flatMap((r) => {
-        const env = isObject(r.key) ? "—" : `\`${envNameFor(r.key)}\``;
+        const env = documentedEnv(r.key);
         const problems: string[] = [];
         if (r.cells[1] !== documentedDefault(r.key))
           problems.push(`${r.key}: default ${r.cells[1]}, schema ${documentedDefault(r.key)}`);

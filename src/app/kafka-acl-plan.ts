@@ -1,0 +1,178 @@
+import type { SluiceConfig } from "../config/config-schema.js";
+import { RESTORE_GROUP_PREFIX } from "../kafka/changelog-reader.js";
+import type { KafkaOperation, KafkaResourceType } from "../kafka/kafka-failure.js";
+import { BATCH_GROUP_PREFIX } from "../kafka/kafka-range-reader.js";
+import { BATCH_TRANSACTIONAL_ID_PREFIX } from "../kafka/kafka-topic-sink.js";
+import { TransactionalPublisher } from "../kafka/result-publisher.js";
+import { changelogTopicFor } from "../kafka/topic-admin.js";
+import { TIMESTAMP_PROBE_GROUP_PREFIX } from "../observability/record-timestamp-reader.js";
+
+/** One ALLOW ACL a Sluice command needs. */
+export interface AclEntry {
+  resourceType: KafkaResourceType;
+  patternType: "LITERAL" | "PREFIXED";
+  name: string;
+  operation: KafkaOperation;
+  /** Commands that need it. */
+  commands: string[];
+  /** Why, in a few words (printed as a comment). */
+  why: string;
+}
+
+export interface AclPlanOptions {
+  /** Include CREATE on the topics (only when Sluice is to create missing topics itself). */
+  createTopics: boolean;
+  /** Kafka topics of `sluice batch --input kafka:T` / `--output kafka:U` (default: requests / results). */
+  batchInput?: string;
+  batchOutput?: string;
+}
+
+type Acl = Omit<AclEntry, "commands">;
+const literal = (
+  resourceType: KafkaResourceType,
+  name: string,
+  operation: KafkaOperation,
+  why: string,
+): Acl => ({
+  resourceType,
+  patternType: "LITERAL",
+  name,
+  operation,
+  why,
+});
+const prefixed = (
+  resourceType: KafkaResourceType,
+  name: string,
+  operation: KafkaOperation,
+  why: string,
+): Acl => ({
+  ...literal(resourceType, name, operation, why),
+  patternType: "PREFIXED",
+});
+
+/**
+ * What each command needs, measured against a broker with StandardAuthorizer and
+ * allow.everyone.if.no.acl.found=false (test/secure/acls.test.ts removes each one and checks the named
+ * failure). DESCRIBE is implied by READ and WRITE; an idempotent producer needs only WRITE on its
+ * topics (Kafka 3.0+). A new command is one more entry here (backfill: its request topic READ, its
+ * results and runs topics WRITE, and its group/transactional-id prefixes).
+ */
+const COMMANDS: Record<string, (c: SluiceConfig, o: AclPlanOptions) => Acl[]> = {
+  serve: (c, o) => {
+    const group = c.consumer.groupId;
+    const topics = [c.topics.results, c.topics.deadLetters, c.topics.freshness];
+    return [
+      ...c.topics.requests.map((t) => literal("TOPIC", t, "READ", "request topic")),
+      ...c.topics.requests.flatMap((t) => {
+        const changelog = changelogTopicFor(c.topics.dedupChangelog, group, t);
+        return [
+          literal("TOPIC", changelog, "READ", "dedup changelog: restore"),
+          literal("TOPIC", changelog, "WRITE", "dedup changelog: remember ids and offsets"),
+        ];
+      }),
+      literal("TOPIC", c.topics.results, "WRITE", "results"),
+      literal("TOPIC", c.topics.deadLetters, "WRITE", "dead letters"),
+      literal("TOPIC", c.topics.freshness, "WRITE", "freshness heartbeats"),
+      literal("GROUP", group, "READ", "the consumer group (join, commit offsets in transactions)"),
+      prefixed("GROUP", RESTORE_GROUP_PREFIX, "READ", "throwaway groups that read the dedup changelog"),
+      prefixed(
+        "GROUP",
+        TIMESTAMP_PROBE_GROUP_PREFIX,
+        "READ",
+        "throwaway groups of the lag probe (lag seconds)",
+      ),
+      ...(c.delivery.transactions
+        ? [
+            prefixed(
+              "TRANSACTIONAL_ID",
+              TransactionalPublisher.transactionalIdPrefix(group),
+              "WRITE",
+              "one transactional producer per input partition",
+            ),
+          ]
+        : []),
+      ...(o.createTopics
+        ? [
+            ...c.topics.requests,
+            ...topics,
+            ...c.topics.requests.map((t) => changelogTopicFor(c.topics.dedupChangelog, group, t)),
+          ].map((t) => literal("TOPIC", t, "CREATE", "Sluice creates missing topics"))
+        : []),
+    ];
+  },
+  status: (c) => [
+    ...c.topics.requests.map((t) => literal("TOPIC", t, "READ", "request topic: offsets and timestamps")),
+    literal("GROUP", c.consumer.groupId, "DESCRIBE", "the group's committed offsets"),
+    prefixed("GROUP", TIMESTAMP_PROBE_GROUP_PREFIX, "READ", "throwaway groups that read record timestamps"),
+  ],
+  batch: (c, o) => [
+    literal(
+      "TOPIC",
+      o.batchInput ?? c.topics.requests[0] ?? "sluice.requests",
+      "READ",
+      "batch --input kafka:TOPIC",
+    ),
+    prefixed("GROUP", BATCH_GROUP_PREFIX, "READ", "throwaway groups that read the input range"),
+    literal("TOPIC", o.batchOutput ?? c.topics.results, "WRITE", "batch --output kafka:TOPIC"),
+    prefixed(
+      "TRANSACTIONAL_ID",
+      BATCH_TRANSACTIONAL_ID_PREFIX,
+      "WRITE",
+      "one transactional producer per shard",
+    ),
+  ],
+};
+
+/** Names of the commands `aclPlan` knows. */
+export const ACL_COMMANDS = Object.keys(COMMANDS);
+
+/** The minimal ALLOW ACLs of `commands` for this configuration; one entry per resource and operation. */
+export function aclPlan(
+  config: SluiceConfig,
+  commands: readonly string[],
+  options: AclPlanOptions,
+): AclEntry[] {
+  const out = new Map<string, AclEntry>();
+  for (const command of commands) {
+    const needs = COMMANDS[command];
+    if (!needs) continue;
+    for (const acl of needs(config, options)) {
+      const key = `${acl.resourceType}|${acl.patternType}|${acl.name}|${acl.operation}`;
+      const seen = out.get(key);
+      if (seen) {
+        if (!seen.commands.includes(command)) seen.commands.push(command);
+      } else out.set(key, { ...acl, commands: [command] });
+    }
+  }
+  return [...out.values()];
+}
+
+const FLAG: Record<KafkaResourceType, string> = {
+  TOPIC: "--topic",
+  GROUP: "--group",
+  TRANSACTIONAL_ID: "--transactional-id",
+  CLUSTER: "--cluster",
+};
+
+/** `kafka-acls.sh` commands that add the plan's ACLs for `principal` (e.g. `User:sluice`). */
+export function formatKafkaAcls(entries: readonly AclEntry[], principal: string, bootstrap: string): string {
+  const lines = [
+    `# Minimal ACLs for ${principal}; run as an administrator (--command-config holds its TLS/SASL settings).`,
+  ];
+  for (const e of entries) {
+    lines.push(`# ${e.commands.join(", ")}: ${e.why}`);
+    lines.push(
+      [
+        "kafka-acls.sh",
+        `--bootstrap-server ${bootstrap}`,
+        "--command-config admin.properties",
+        "--add",
+        `--allow-principal '${principal}'`,
+        `--operation ${e.operation}`,
+        e.resourceType === "CLUSTER" ? FLAG.CLUSTER : `${FLAG[e.resourceType]} '${e.name}'`,
+        ...(e.patternType === "PREFIXED" ? ["--resource-pattern-type prefixed"] : []),
+      ].join(" "),
+    );
+  }
+  return `${lines.join("\n")}\n`;
+}
