@@ -1,9 +1,10 @@
-import type { SluiceConfig } from "../config/config-schema.js";
+import { backfillResultsTopic, type SluiceConfig } from "../config/config-schema.js";
 import { RESTORE_GROUP_PREFIX } from "../kafka/changelog-reader.js";
 import type { KafkaOperation, KafkaResourceType } from "../kafka/kafka-failure.js";
 import { BATCH_GROUP_PREFIX } from "../kafka/kafka-range-reader.js";
 import { BATCH_TRANSACTIONAL_ID_PREFIX } from "../kafka/kafka-topic-sink.js";
 import { TransactionalPublisher } from "../kafka/result-publisher.js";
+import { BACKFILL_GROUP_PREFIX, BACKFILL_TRANSACTIONAL_ID_PREFIX } from "../kafka/run-manifest-store.js";
 import { changelogTopicFor } from "../kafka/topic-admin.js";
 import { TIMESTAMP_PROBE_GROUP_PREFIX } from "../observability/record-timestamp-reader.js";
 
@@ -54,16 +55,21 @@ const prefixed = (
  * What each command needs, measured against a broker with StandardAuthorizer and
  * allow.everyone.if.no.acl.found=false (test/secure/acls.test.ts removes each one and checks the named
  * failure). DESCRIBE is implied by READ and WRITE; an idempotent producer needs only WRITE on its
- * topics (Kafka 3.0+). A new command is one more entry here (backfill: its request topic READ, its
- * results and runs topics WRITE, and its group/transactional-id prefixes).
+ * topics (Kafka 3.0+). A new command is one more entry here.
  */
 const COMMANDS: Record<string, (c: SluiceConfig, o: AclPlanOptions) => Acl[]> = {
   serve: (c, o) => {
     const group = c.consumer.groupId;
-    const topics = [c.topics.results, c.topics.deadLetters, c.topics.freshness];
+    // Both lanes are consumed by the group; each input topic has its own dedup changelog.
+    const inputs = [...c.topics.requests, ...c.topics.backfill];
+    const backfillResults = backfillResultsTopic(c.topics);
+    const extraOutputs =
+      c.topics.backfill.length > 0 && backfillResults !== c.topics.results ? [backfillResults] : [];
+    const topics = [c.topics.results, c.topics.deadLetters, c.topics.freshness, ...extraOutputs];
     return [
       ...c.topics.requests.map((t) => literal("TOPIC", t, "READ", "request topic")),
-      ...c.topics.requests.flatMap((t) => {
+      ...c.topics.backfill.map((t) => literal("TOPIC", t, "READ", "backfill topic (the backfill lane)")),
+      ...inputs.flatMap((t) => {
         const changelog = changelogTopicFor(c.topics.dedupChangelog, group, t);
         return [
           literal("TOPIC", changelog, "READ", "dedup changelog: restore"),
@@ -73,6 +79,7 @@ const COMMANDS: Record<string, (c: SluiceConfig, o: AclPlanOptions) => Acl[]> = 
       literal("TOPIC", c.topics.results, "WRITE", "results"),
       literal("TOPIC", c.topics.deadLetters, "WRITE", "dead letters"),
       literal("TOPIC", c.topics.freshness, "WRITE", "freshness heartbeats"),
+      ...extraOutputs.map((t) => literal("TOPIC", t, "WRITE", "backfill results (topics.backfillResults)")),
       literal("GROUP", group, "READ", "the consumer group (join, commit offsets in transactions)"),
       prefixed("GROUP", RESTORE_GROUP_PREFIX, "READ", "throwaway groups that read the dedup changelog"),
       prefixed(
@@ -93,9 +100,9 @@ const COMMANDS: Record<string, (c: SluiceConfig, o: AclPlanOptions) => Acl[]> = 
         : []),
       ...(o.createTopics
         ? [
-            ...c.topics.requests,
+            ...inputs,
             ...topics,
-            ...c.topics.requests.map((t) => changelogTopicFor(c.topics.dedupChangelog, group, t)),
+            ...inputs.map((t) => changelogTopicFor(c.topics.dedupChangelog, group, t)),
           ].map((t) => literal("TOPIC", t, "CREATE", "Sluice creates missing topics"))
         : []),
     ];
@@ -121,6 +128,34 @@ const COMMANDS: Record<string, (c: SluiceConfig, o: AclPlanOptions) => Acl[]> = 
       "one transactional producer per shard",
     ),
   ],
+  // submit, status and export together (the runs topic is created by the first submit).
+  backfill: (c, o) => {
+    const backfill = c.topics.backfill[0] ?? "sluice.backfill";
+    const results = backfillResultsTopic(c.topics);
+    return [
+      literal("TOPIC", backfill, "WRITE", "backfill submit: rows"),
+      literal("TOPIC", backfill, "READ", "backfill export: the run's submitted ids"),
+      literal("TOPIC", c.topics.runs, "WRITE", "backfill submit: the run manifest"),
+      literal("TOPIC", c.topics.runs, "READ", "run manifests (resume, status, export)"),
+      literal("TOPIC", results, "READ", "backfill status/export: the run's results"),
+      literal("TOPIC", c.topics.deadLetters, "READ", "backfill status/export: the run's dead letters"),
+      prefixed(
+        "GROUP",
+        BACKFILL_GROUP_PREFIX,
+        "READ",
+        "throwaway groups that read runs, results, dead letters",
+      ),
+      prefixed(
+        "TRANSACTIONAL_ID",
+        BACKFILL_TRANSACTIONAL_ID_PREFIX,
+        "WRITE",
+        "one transactional submitter per run (rows and manifest in one transaction)",
+      ),
+      ...(o.createTopics
+        ? [literal("TOPIC", c.topics.runs, "CREATE", "the first submit creates the runs topic")]
+        : []),
+    ];
+  },
 };
 
 /** Names of the commands `aclPlan` knows. */

@@ -138,10 +138,11 @@ export type LaneDecision =
  *     waits and its items are the earliest deadlines at that moment); the queue is ordered by
  *     deadline, so the prefix taken is the earliest deadlines;
  *  2. a closing backfill lane flushes (`shutdown`);
- *  3. backfill fills the model (`fill`) only while no online item waits and a backfill slot is
- *     free: it never forms batches ahead of time, so an online item never waits behind backfill work
- *     that has not started (once handed out, the model runs backfill calls only while no online call
- *     is queued: `ModelPort.run`'s `lane`);
+ *  3. backfill fills the model (`fill`) only while no online item waits for the model (none is
+ *     queued, or the queued ones only wait for company with an online slot free) and a backfill slot
+ *     is free: it never forms batches ahead of time, so an online item never waits behind backfill
+ *     work that has not started (once handed out, the model runs backfill calls only while no online
+ *     call is queued: `ModelPort.run`'s `lane`);
  *  4. otherwise wait for the online lane's next rule (Infinity: re-evaluated when an item arrives or
  *     a backfill batch finishes).
  * A backfill batch takes the longest arrival-order prefix within maxBatchSize and maxBatchTokens.
@@ -153,7 +154,11 @@ export function decideLanes(q: LaneQueueState, nowMs: number, opts: BatchPolicyO
   if (q.backfill.count > 0) {
     if (q.backfill.closing)
       return { flush: true, lane: "backfill", reason: "shutdown", take: takeCount(q.backfill, opts) };
-    if (q.online.count === 0 && q.backfillRunning < q.backfillSlots)
+    // Online items waiting only for company (a slot is free, so their batch starts once it forms) do
+    // not hold backfill back: the model would idle, and the online batch then waits for at most the
+    // one backfill slice running (the worker pool serves online calls first). Online items waiting
+    // for a slot do: the model is busy with online work.
+    if ((q.online.count === 0 || slotFree) && q.backfillRunning < q.backfillSlots)
       return { flush: true, lane: "backfill", reason: "fill", take: takeCount(q.backfill, opts) };
   }
   return online;

@@ -16,7 +16,7 @@ interface AclsFlags {
 export function register(program: Command): void {
   program
     .command("acls")
-    .description("Print the minimal Kafka ACLs this configuration's serve, status and batch need")
+    .description("Print the minimal Kafka ACLs this configuration's serve, status, batch and backfill need")
     .option("--format <format>", "kafka-acls (kafka-acls.sh commands) or json", "kafka-acls")
     .option(
       "--principal <principal>",

@@ -4,7 +4,7 @@ import { encodeRunManifest, type PlacedRecords, type RunManifest } from "../back
 import { SluiceError } from "../sluice-error.js";
 import { withAdmin } from "./admin-session.js";
 import { MAX_SEND_BYTES } from "./result-publisher.js";
-import type { RunManifestStore } from "./run-manifest-store.js";
+import { BACKFILL_TRANSACTIONAL_ID_PREFIX, type RunManifestStore } from "./run-manifest-store.js";
 
 export interface KafkaRunWriterOptions {
   kafka: Kafka;
@@ -44,7 +44,7 @@ export class KafkaRunWriter implements RunWriter {
     });
     await this.o.store.ensureTopic();
     const producer = this.o.kafka.producer({
-      transactionalId: `sluice-backfill-submit-${this.o.runId}`,
+      transactionalId: `${BACKFILL_TRANSACTIONAL_ID_PREFIX}${this.o.runId}`,
       idempotent: true,
       maxInFlightRequests: 1,
       transactionTimeout: this.o.transactionTimeoutMs,

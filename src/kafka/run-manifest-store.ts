@@ -4,6 +4,14 @@ import { SluiceError } from "../sluice-error.js";
 import { withAdmin } from "./admin-session.js";
 import { readKafkaRanges } from "./kafka-range-reader.js";
 
+/**
+ * Group-id prefix of every throwaway reader of `sluice backfill` (runs topic, results, dead letters,
+ * the backfill topic): one ACL covers them all (docs/security.md).
+ */
+export const BACKFILL_GROUP_PREFIX = "sluice-backfill-";
+/** Transactional id of a run's submitter: this prefix + the run id (a resubmit fences the last one). */
+export const BACKFILL_TRANSACTIONAL_ID_PREFIX = "sluice-backfill-submit-";
+
 export interface RunManifestStoreOptions {
   kafka: Kafka;
   /** `topics.runs`: compacted, keyed by run id. */
@@ -65,7 +73,7 @@ export class RunManifestStore {
       kafka: this.o.kafka,
       topic: this.o.topic,
       ranges,
-      groupIdPrefix: "sluice-runs",
+      groupIdPrefix: `${BACKFILL_GROUP_PREFIX}runs`,
     })) {
       if (message.key?.toString("utf8") !== runId) continue;
       if (message.value === null) {

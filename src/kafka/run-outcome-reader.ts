@@ -8,6 +8,7 @@ import { decodeResult } from "../contracts/result-codec.js";
 import { DEAD_LETTER_HEADERS } from "../delivery/dead-letter.js";
 import { withAdmin } from "./admin-session.js";
 import { readKafkaRanges } from "./kafka-range-reader.js";
+import { BACKFILL_GROUP_PREFIX } from "./run-manifest-store.js";
 
 /**
  * Reads what happened to a backfill run's rows, with `read_committed` (so only committed outcomes
@@ -53,7 +54,7 @@ export class RunOutcomeReader {
       kafka: this.kafka,
       topic: manifest.topics.backfill,
       ranges: manifest.partitions,
-      groupIdPrefix: "sluice-backfill-export",
+      groupIdPrefix: `${BACKFILL_GROUP_PREFIX}export`,
     })) {
       const h = message.headers as RecordHeaders | undefined;
       if (headerValue(h, RUN_ID_HEADER) !== manifest.runId) continue;
@@ -86,7 +87,7 @@ export class RunOutcomeReader {
       kafka: this.kafka,
       topic,
       ranges,
-      groupIdPrefix: "sluice-backfill-status",
+      groupIdPrefix: `${BACKFILL_GROUP_PREFIX}status`,
     })) {
       if (headerValue(record.message.headers as RecordHeaders | undefined, RUN_ID_HEADER) === runId) {
         yield record;

@@ -39,14 +39,23 @@ describe("decideLanes (pure, fake time)", () => {
     });
   });
 
-  it("no backfill while an online item waits, even one still waiting for company", () => {
-    const d = decideLanes(state({ online: queued(1), backfill: queued(10) }), 1005, opts);
-    expect(d).toEqual({ flush: false, waitMs: 5 }); // the online wait rule fires at 1010
-    expect(decideLanes(state({ online: queued(1), backfill: queued(10) }), 1010, opts)).toMatchObject({
+  it("online items waiting only for company (a slot free) do not hold backfill back; their rule still fires", () => {
+    // At 1005 the online item waits for company until 1010 with its slot free: the model would idle.
+    expect(decideLanes(state({ online: queued(1), backfill: queued(10) }), 1005, opts)).toEqual({
       flush: true,
-      lane: "online",
-      reason: "wait",
+      lane: "backfill",
+      reason: "fill",
+      take: 4,
     });
+    // The online wait rule fires at 1010 whatever backfill holds (a backfill batch is running).
+    expect(
+      decideLanes(state({ online: queued(1), backfill: queued(10), backfillRunning: 1 }), 1010, opts),
+    ).toMatchObject({ flush: true, lane: "online", reason: "wait" });
+  });
+
+  it("no backfill while an online item waits for a slot (the model is busy with online work)", () => {
+    const d = decideLanes(state({ online: queued(1), backfill: queued(10), onlineRunning: 1 }), 1005, opts);
+    expect(d).toEqual({ flush: false, waitMs: Number.POSITIVE_INFINITY });
   });
 
   it("no backfill batch forms while the backfill slots are taken (none waits ahead of online work)", () => {
@@ -108,10 +117,14 @@ describe("LaneBatcher (fake clock)", () => {
     // The idle model takes b1 at once; one slot, so the rest stays in the lane (no batch waits ahead).
     expect(lanes()).toEqual(["backfill:b1"]);
     batcher.add("o1", { lane: "online", tokens: 1, deadlineMs: 5000 });
-    batcher.done("backfill"); // the slice finishes while o1 waits for company: backfill must not start
-    expect(lanes()).toEqual(["backfill:b1"]);
+    // The slice finishes while o1 only waits for company (its slot is free): backfill keeps the model busy.
+    batcher.done("backfill");
+    expect(lanes()).toEqual(["backfill:b1", "backfill:b2,b3"]);
+    // o1's wait rule fires with the backfill slot still taken: it leaves at once, ahead of b4 and b5.
     clock.advance(10);
-    expect(lanes()).toEqual(["backfill:b1", "online:o1", "backfill:b2,b3"]);
+    expect(lanes()).toEqual(["backfill:b1", "backfill:b2,b3", "online:o1"]);
+    batcher.done("backfill");
+    expect(lanes()).toEqual(["backfill:b1", "backfill:b2,b3", "online:o1", "backfill:b4,b5"]);
   });
 
   it("within the online lane the earliest deadline goes first (ties and no-deadline items keep arrival order)", () => {
