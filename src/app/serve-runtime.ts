@@ -1,5 +1,5 @@
 import type { Logger } from "pino";
-import type { SluiceConfig } from "../config/config-schema.js";
+import { backfillResultsTopic, type SluiceConfig } from "../config/config-schema.js";
 import { createKafka } from "../kafka/kafka-client.js";
 import { ensureTopics } from "../kafka/topic-admin.js";
 import { ModelRunner } from "../model/model-runner.js";
@@ -65,9 +65,13 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
   const inFlight = new InFlightRecords(events);
   // Registry start-up work (probe, result schema registration) first: a misconfiguration fails fast.
   const wire = await createWireCodecs(config);
+  // Backfill results in a topic of their own get that topic's encoder (its registry subject).
+  const backfillResults = backfillResultsTopic(config.topics);
+  const ownBackfillTopic = config.topics.backfill.length > 0 && backfillResults !== config.topics.results;
   const codecs = {
     requestDecoder: wire.requestDecoder,
     resultEncoder: await wire.resultEncoder(config.topics.results),
+    ...(ownBackfillTopic ? { backfillResultEncoder: await wire.resultEncoder(backfillResults) } : {}),
   };
   const kafka = createKafka(config.kafka, logger.child({ component: "kafkajs" }));
   // A security failure (credentials, ACL, certificate) anywhere stops the runtime: it is reported once,

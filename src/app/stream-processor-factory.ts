@@ -79,11 +79,13 @@ export function createStreamProcessor(
       },
     });
   const encoder = o.codecs?.resultEncoder ?? new ResultEncoder({ codec: o.resultCodec });
+  const backfillEncoder = o.codecs?.backfillResultEncoder;
   const completions = new CompletionBuilder({
     resultsTopic: o.resultsTopic,
     backfillResultsTopic: o.backfillResultsTopic ?? o.resultsTopic,
     deadLetterTopic: o.deadLetterTopic,
     encodeResult: (result) => encoder.encode(result),
+    ...(backfillEncoder ? { encodeBackfillResult: (result) => backfillEncoder.encode(result) } : {}),
     // Fits one transaction and one send (and so the broker's default message size limit).
     maxDeadLetterBytes: Math.min(o.maxTransactionBytes, MAX_SEND_BYTES) - 64,
   });

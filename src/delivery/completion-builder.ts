@@ -17,6 +17,8 @@ export interface CompletionBuilderOptions {
   deadLetterTopic: string;
   /** Encodes a result for the results topic (the configured result codec); may throw. */
   encodeResult: (result: InferenceResult) => { value: Buffer; headers: Record<string, string> };
+  /** Encodes a result for `backfillResultsTopic` (its own registry subject). Default: `encodeResult`. */
+  encodeBackfillResult?: (result: InferenceResult) => { value: Buffer; headers: Record<string, string> };
   /** Most bytes of one dead letter (key + value + headers); bigger source values are cut to fit. */
   maxDeadLetterBytes: number;
 }
@@ -79,9 +81,13 @@ export class CompletionBuilder {
     const route = routeOutcome(ctx, outcome);
     if (route.kind === "dead_letter")
       return withRequestId(this.deadLetter(source, route.error, changelog), ctx.request.id);
+    // Backfill results go to their own topic and carry the run id as a header too, so `backfill
+    // status`/`export` find a run's results without decoding every record of a shared topic.
+    const backfill = ctx.lane === "backfill";
+    const encode = (backfill && this.o.encodeBackfillResult) || this.o.encodeResult;
     let encoded: { value: Buffer; headers: Record<string, string> };
     try {
-      encoded = this.o.encodeResult(route.result);
+      encoded = encode(route.result);
     } catch (error) {
       // e.g. a value the Avro schema rejects: this record fails, its neighbours don't.
       const message = `result could not be encoded: ${error instanceof Error ? error.message : String(error)}`;
@@ -90,9 +96,6 @@ export class CompletionBuilder {
         ctx.request.id,
       );
     }
-    // Backfill results go to their own topic and carry the run id as a header too, so `backfill
-    // status`/`export` find a run's results without decoding every record of a shared topic.
-    const backfill = ctx.lane === "backfill";
     const topic = backfill ? (this.o.backfillResultsTopic ?? this.o.resultsTopic) : this.o.resultsTopic;
     const headers = ctx.runId ? { ...encoded.headers, [RUN_ID_HEADER]: ctx.runId } : encoded.headers;
     return {

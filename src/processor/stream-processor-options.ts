@@ -117,6 +117,11 @@ export interface ProcessorDeps {
 export interface ProcessorCodecs {
   requestDecoder: RequestDecoder;
   resultEncoder: ResultEncoder;
+  /**
+   * Encoder of backfill-lane results when they go to their own topic (`topics.backfillResults`): with
+   * avro-registry its schema id is registered under that topic's subject. Default: `resultEncoder`.
+   */
+  backfillResultEncoder?: ResultEncoder;
 }
 
 /**

@@ -54,6 +54,25 @@ describe("CompletionBuilder routes the backfill lane", () => {
     expect(decoded.id).toBe("row-1");
   });
 
+  it("a backfill-results encoder (its own registry subject) encodes backfill results only", () => {
+    const avro = new ResultEncoder({ codec: "avro" });
+    const b = new CompletionBuilder({
+      resultsTopic: "results",
+      backfillResultsTopic: "backfill-results",
+      deadLetterTopic: "dlq",
+      encodeResult: (r) => encoder.encode(r),
+      encodeBackfillResult: (r) => avro.encode(r),
+      maxDeadLetterBytes: 100_000,
+    });
+    const backfill = b.outcome(source, { ...ctx, lane: "backfill", runId: "run-7" }, ok, []).outputs[0]!;
+    const online = b.outcome(source, { ...ctx, lane: "online" }, ok, []).outputs[0]!;
+    expect(backfill.headers?.["content-type"]).toBe(
+      avro.encode(decodeResult(online.value as Buffer, online.headers)).headers["content-type"],
+    );
+    expect(online.headers?.["content-type"]).toBe("application/json");
+    expect(decodeResult(backfill.value as Buffer, backfill.headers).runId).toBe("run-7");
+  });
+
   it("without topics.backfillResults, backfill results share the results topic", () => {
     const c = builder().outcome(source, { ...ctx, lane: "backfill", runId: "run-7" }, ok, []);
     expect(c.outputs[0]?.topic).toBe("results");
