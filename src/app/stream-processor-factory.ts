@@ -1,4 +1,4 @@
-import { systemClock } from "../batching/micro-batcher.js";
+import { systemClock } from "../batching/batcher-clock.js";
 import { ResultEncoder } from "../contracts/result-codec.js";
 import { CompletionBuilder } from "../delivery/completion-builder.js";
 import { fallbackPolicyFor } from "../fallback/fallback-policy.js";

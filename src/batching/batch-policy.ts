@@ -1,6 +1,6 @@
 /**
  * The batching policy: a pure function of the queue and the time (DESIGN.md §6.7, after Triton's
- * `GetDynamicBatch`). `MicroBatcher` owns the queue and the timer; this decides when to flush and
+ * `GetDynamicBatch`). `LaneBatcher` owns the queues and the timer; this decides when to flush and
  * how many items to take.
  *
  * API note: to honour "take only as many as fit" the policy needs per-item token counts, which the

@@ -2,15 +2,27 @@ import {
   type BatchLane,
   type BatchPolicyOptions,
   decideLanes,
+  type FlushReason,
   type QueueState,
   validateBatchPolicyOptions,
 } from "./batch-policy.js";
+import { type BatcherClock, systemClock } from "./batcher-clock.js";
 import { FlushTimer } from "./flush-timer.js";
-import { type BatcherClock, MICRO_BATCHER_DEFAULTS, type MicroBatch, systemClock } from "./micro-batcher.js";
+
+/** Defaults of the batching limits; the config schema takes them from here (one home). */
+export const BATCHER_DEFAULTS = { maxBatchSize: 32, maxBatchTokens: 8192, maxWaitMs: 10 } as const;
 
 /** A batch of one lane. */
-export interface LaneBatch<T> extends MicroBatch<T> {
+export interface LaneBatch<T> {
   lane: BatchLane;
+  items: T[];
+  reason: FlushReason;
+  /** When the batch was formed, clock ms. */
+  formedAtMs: number;
+  /** Enqueue time of each item (same order as `items`), clock ms; `formedAtMs − enqueuedAtMs` is queue wait. */
+  enqueuedAtMs: number[];
+  /** Sum of the items' token counts. */
+  tokens: number;
 }
 
 export interface LaneBatcherOptions<T> {
@@ -166,9 +178,9 @@ export class LaneBatcher<T> {
 
   constructor(opts: LaneBatcherOptions<T>) {
     this.policy = {
-      maxBatchSize: opts.maxBatchSize ?? MICRO_BATCHER_DEFAULTS.maxBatchSize,
-      maxBatchTokens: opts.maxBatchTokens ?? MICRO_BATCHER_DEFAULTS.maxBatchTokens,
-      maxWaitMs: opts.maxWaitMs ?? MICRO_BATCHER_DEFAULTS.maxWaitMs,
+      maxBatchSize: opts.maxBatchSize ?? BATCHER_DEFAULTS.maxBatchSize,
+      maxBatchTokens: opts.maxBatchTokens ?? BATCHER_DEFAULTS.maxBatchTokens,
+      maxWaitMs: opts.maxWaitMs ?? BATCHER_DEFAULTS.maxWaitMs,
       estimatedInferenceMs: opts.estimatedInferenceMs ?? 0,
     };
     validateBatchPolicyOptions(this.policy, "LaneBatcher");

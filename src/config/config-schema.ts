@@ -1,6 +1,6 @@
 import { hostname } from "node:os";
 import { z } from "zod";
-import { MICRO_BATCHER_DEFAULTS } from "../batching/micro-batcher.js";
+import { BATCHER_DEFAULTS } from "../batching/lane-batcher.js";
 import { DEDUPLICATOR_DEFAULTS } from "../delivery/deduplicator.js";
 
 /**
@@ -12,7 +12,7 @@ import { DEDUPLICATOR_DEFAULTS } from "../delivery/deduplicator.js";
  * Objects are strict: an unknown key is a typo and fails loudly instead of being ignored.
  *
  * Components take resolved options (no defaults of their own); `resolveProcessorOptions` validates
- * programmatic options through this same schema. The standalone pure components (MicroBatcher,
+ * programmatic options through this same schema. The standalone pure components (LaneBatcher,
  * Deduplicator) keep their defaults next to their code, and this schema takes them from there, so
  * each default value is written once.
  */
@@ -209,16 +209,16 @@ export const batchingSchema = z
       .int()
       .min(1)
       .max(4096)
-      .default(MICRO_BATCHER_DEFAULTS.maxBatchSize)
+      .default(BATCHER_DEFAULTS.maxBatchSize)
       .describe("Max requests per micro-batch (1..4096)."),
     maxBatchTokens: positiveInt()
-      .default(MICRO_BATCHER_DEFAULTS.maxBatchTokens)
+      .default(BATCHER_DEFAULTS.maxBatchTokens)
       .describe("Max padded tokens per micro-batch (batch size x longest sequence)."),
     maxWaitMs: z
       .number()
       .int()
       .min(0)
-      .default(MICRO_BATCHER_DEFAULTS.maxWaitMs)
+      .default(BATCHER_DEFAULTS.maxWaitMs)
       .describe("Longest time the first queued request waits for a batch to fill, ms."),
     maxInFlightBatches: positiveInt().default(2).describe("Batches being inferred at the same time."),
     maxQueuedRecords: positiveInt()

@@ -1,5 +1,5 @@
+import type { BatcherClock } from "../batching/batcher-clock.js";
 import type { LaneBatch } from "../batching/lane-batcher.js";
-import type { BatcherClock } from "../batching/micro-batcher.js";
 import type { FallbackReason } from "../contracts/inference.js";
 import type { CompletionBuilder } from "../delivery/completion-builder.js";
 import type { RecordCompletion } from "../delivery/outbound-message.js";

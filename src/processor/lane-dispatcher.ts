@@ -1,6 +1,6 @@
+import type { BatcherClock } from "../batching/batcher-clock.js";
 import { InFlightRunner } from "../batching/in-flight-runner.js";
 import { type LaneBatch, LaneBatcher } from "../batching/lane-batcher.js";
-import type { BatcherClock } from "../batching/micro-batcher.js";
 import type { Lane } from "../contracts/lane.js";
 import type { SluiceEventMap } from "../observability/sluice-events.js";
 import type { WorkItem } from "./request-intake.js";

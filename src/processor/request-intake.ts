@@ -1,4 +1,4 @@
-import type { BatcherClock } from "../batching/micro-batcher.js";
+import type { BatcherClock } from "../batching/batcher-clock.js";
 import type { RecordHeaders } from "../contracts/codec.js";
 import type { InferenceRequest } from "../contracts/inference.js";
 import { type Lane, runIdFromHeaders } from "../contracts/lane.js";

@@ -1,5 +1,5 @@
+import type { BatcherClock } from "../batching/batcher-clock.js";
 import type { LaneBatch } from "../batching/lane-batcher.js";
-import type { BatcherClock } from "../batching/micro-batcher.js";
 import { RequestDecoder } from "../contracts/request-codec.js";
 import { partitionsByTopic, type TopicPartition, topicPartitionKey } from "../contracts/topic-partition.js";
 import type { CompletionBuilder } from "../delivery/completion-builder.js";

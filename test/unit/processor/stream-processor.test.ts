@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { systemClock } from "../../../src/batching/micro-batcher.js";
+import { systemClock } from "../../../src/batching/batcher-clock.js";
 import { defaultConfig } from "../../../src/config/config-schema.js";
 import { encodeRequest } from "../../../src/contracts/request-codec.js";
 import { ResultEncoder } from "../../../src/contracts/result-codec.js";
@@ -29,7 +29,7 @@ import { SluiceError } from "../../../src/sluice-error.js";
 /**
  * The processor with every collaborator faked: a record source driven by the test, committers that
  * record what they are given, a model whose batches finish when the test says so, restore sources
- * that can fail. Real: PartitionTask, PartitionRestorer, MicroBatcher, CompletionBuilder, decoder.
+ * that can fail. Real: PartitionTask, PartitionRestorer, LaneBatcher, CompletionBuilder, decoder.
  */
 
 const TOPIC = "req";
