@@ -3,6 +3,7 @@ import type { BackfillRecord, RunWriter } from "../backfill/backfill-submission.
 import { encodeRunManifest, type PlacedRecords, type RunManifest } from "../backfill/run-manifest.js";
 import { SluiceError } from "../sluice-error.js";
 import { withAdmin } from "./admin-session.js";
+import { kafkaFailure } from "./kafka-failure.js";
 import { MAX_SEND_BYTES } from "./result-publisher.js";
 import { BACKFILL_TRANSACTIONAL_ID_PREFIX, type RunManifestStore } from "./run-manifest-store.js";
 
@@ -50,12 +51,16 @@ export class KafkaRunWriter implements RunWriter {
       transactionTimeout: this.o.transactionTimeoutMs,
       allowAutoTopicCreation: false,
     });
-    await producer.connect();
     this.producer = producer;
-    // The first transaction runs InitProducerId: it fences an earlier submitter of this run and waits
-    // until that one's open transaction is aborted, so the manifest read next is final.
-    const fence = await producer.transaction();
-    await fence.abort();
+    try {
+      await producer.connect();
+      // The first transaction runs InitProducerId: it fences an earlier submitter of this run and
+      // waits until that one's open transaction is aborted, so the manifest read next is final.
+      const fence = await producer.transaction();
+      await fence.abort();
+    } catch (cause) {
+      throw this.denied(cause, "starting the run's transactional submitter") ?? cause;
+    }
     return this.o.store.latest(this.o.runId);
   }
 
@@ -100,12 +105,31 @@ export class KafkaRunWriter implements RunWriter {
       return manifest;
     } catch (cause) {
       await txn.abort().catch(() => {});
+      const denied = this.denied(cause, `submitting a chunk of run ${this.o.runId}`);
+      if (denied) throw denied;
       throw new SluiceError(
         "TRANSACTION_FAILED",
         `submitting a chunk of run ${this.o.runId} to ${this.o.backfillTopic} failed (${(cause as Error).message}); nothing of that chunk is visible: run the same command again to resume`,
         { cause, retriable: true, context: { topic: this.o.backfillTopic } },
       );
     }
+  }
+
+  /** A security failure of the submitter, naming the topics and the transactional-id prefix it needs. */
+  private denied(cause: unknown, doing: string): SluiceError | undefined {
+    return kafkaFailure(cause, {
+      doing,
+      kafka: this.o.kafka,
+      access: [
+        { operation: "WRITE", resourceType: "TOPIC", names: [this.o.backfillTopic, this.o.store.topic] },
+        {
+          operation: "WRITE",
+          resourceType: "TRANSACTIONAL_ID",
+          names: [BACKFILL_TRANSACTIONAL_ID_PREFIX],
+          prefixed: true,
+        },
+      ],
+    });
   }
 
   async close(): Promise<void> {
