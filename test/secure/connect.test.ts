@@ -3,6 +3,7 @@ import { encodeRequest } from "../../src/contracts/request-codec.js";
 import { runCli } from "../support/cli-process.js";
 import {
   aclsFor,
+  commitGroupAsAdmin,
   createServeTopics,
   grant,
   produceAsAdmin,
@@ -32,6 +33,7 @@ describe("secured broker: authentication and TLS failures", () => {
     const base = uniqueBase("conn-ok");
     const config = writeConfig(base);
     await createServeTopics(base);
+    await commitGroupAsAdmin(base);
     await grant(await aclsFor(config, ["--command", "status"]), `User:${secureKafka().app.username}`);
     const result = await status(config.path);
     expect(result.code, result.all).toBe(0);
@@ -43,6 +45,7 @@ describe("secured broker: authentication and TLS failures", () => {
     const base = uniqueBase("conn-probe");
     const config = writeConfig(base);
     await createServeTopics(base);
+    await commitGroupAsAdmin(base);
     await produceAsAdmin(`${base}.requests`, [
       { key: "a", ...encodeRequest({ id: "a", text: "waiting" }, "json") },
     ]);
@@ -139,6 +142,7 @@ describe("secured broker: authentication and TLS failures", () => {
       sasl: undefined,
     });
     await createServeTopics(base);
+    await commitGroupAsAdmin(base);
     await grant(await aclsFor(withCert, ["--command", "status"]), k.client.principal);
     const ok = await status(withCert.path);
     expect(ok.code, ok.all).toBe(0);

@@ -166,6 +166,24 @@ export async function createServeTopics(base: string, partitions = 2): Promise<v
   ]);
 }
 
+/**
+ * Makes `<base>-group` a group that has consumed (offset 0 committed on each request partition), as
+ * the admin: `sluice status` refuses a group that does not exist (GROUP_NOT_FOUND).
+ */
+export async function commitGroupAsAdmin(base: string, partitions = 2): Promise<void> {
+  const admin = adminKafka().admin();
+  await admin.connect();
+  try {
+    await admin.setOffsets({
+      groupId: `${base}-group`,
+      topic: `${base}.requests`,
+      partitions: Array.from({ length: partitions }, (_, partition) => ({ partition, offset: "0" })),
+    });
+  } finally {
+    await admin.disconnect();
+  }
+}
+
 /** Runs `sluice acls --format json` for the config: the ACL set the tests grant. */
 export async function aclsFor(config: SecureConfig, args: string[] = []): Promise<AclEntry[]> {
   const out = await runCli(["acls", "--format", "json", "--config", config.path, ...args]);
