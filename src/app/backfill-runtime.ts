@@ -13,6 +13,7 @@ import { fingerprintModel } from "../model/model-fingerprint.js";
 import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
 import { SluiceError } from "../sluice-error.js";
 import { type BatchSourceRequest, createBatchSource, modelOutputSettings } from "./batch-runtime.js";
+import { createWireCodecs } from "./wire-codecs.js";
 
 /** `sluice backfill submit` as the CLI asks for it; unset fields come from the configuration. */
 export interface BackfillSubmitRequest extends BatchSourceRequest {
@@ -42,7 +43,11 @@ export async function submitBackfill(
       "topics.backfill is empty: name the backfill topic the serve group consumes (SLUICE_TOPICS__BACKFILL or topics.backfill in the config)",
     );
   }
-  const { source, inputFormat } = createBatchSource(config, request);
+  // A topic input decodes with serve's wire codecs (schema registry included).
+  const decoder = request.input.startsWith("kafka:")
+    ? (await createWireCodecs(config)).requestDecoder
+    : undefined;
+  const { source, inputFormat } = createBatchSource(config, request, decoder);
   const kafka = createKafka(config.kafka, undefined, { clientId: `${config.kafka.clientId}-backfill` });
   const store = runStore(config);
   const writer = new KafkaRunWriter({
