@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -81,9 +82,16 @@ describe("production image (podman)", () => {
     // Kept only in the docker image format (`--format docker`); OCI images drop it.
     expect(image.Healthcheck?.Test.join(" ")).toContain("/healthz");
     expect((await inImage(IMAGE, "id", "-u")).trim()).toBe("1000");
-    const probe =
-      "const fs=require('fs');const dev=Object.keys(require('/app/package.json').devDependencies);" +
-      "console.log(JSON.stringify(dev.filter((d)=>fs.existsSync('/app/node_modules/'+d))))";
+    // Dev-only packages are the lockfile's `dev: true` entries (a devDependency that a production
+    // package also needs, like protobufjs for the registry client, is not one of them).
+    const lock = JSON.parse(readFileSync(join(root, "package-lock.json"), "utf8")) as {
+      packages: Record<string, { dev?: boolean }>;
+    };
+    const devOnly = Object.entries(lock.packages)
+      .filter(([path, entry]) => entry.dev === true && path.startsWith("node_modules/"))
+      .map(([path]) => path);
+    expect(devOnly.length).toBeGreaterThan(50);
+    const probe = `const fs=require('fs');console.log(JSON.stringify(${JSON.stringify(devOnly)}.filter((p)=>fs.existsSync('/app/'+p))))`;
     const present = JSON.parse(await inImage(IMAGE, "node", "-e", probe));
     expect(present).toEqual([]);
     const models = await inImage(IMAGE, "ls", "/app/models/bge-small-en-v1.5-q");
