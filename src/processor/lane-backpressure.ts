@@ -1,25 +1,36 @@
 import type { Lane } from "../contracts/lane.js";
 
+/** Records taken and not yet committed, per lane. */
+export interface LaneCounts {
+  online: number;
+  backfill: number;
+}
+
 /**
- * Which lanes' partitions are paused, from the count of records taken and not yet committed
+ * Which lanes' partitions are paused, from the records taken and not yet committed in each lane
  * (docs/processor.md "Backpressure", docs/lanes.md). Pure bookkeeping; the processor pauses and
- * resumes the partitions.
+ * resumes the partitions and refuses fetches of a paused backfill lane.
  *
- * | lane     | pauses at                  | resumes at              |
- * |----------|----------------------------|-------------------------|
- * | backfill | ⌈maxQueuedRecords / 2⌉     | ≤ maxQueuedRecords / 4 (and online running) |
- * | online   | maxQueuedRecords           | ≤ maxQueuedRecords / 2  |
+ * | lane     | pauses when                                   | resumes when                                 |
+ * |----------|-----------------------------------------------|----------------------------------------------|
+ * | backfill | backfill ≥ ⌈max / 2⌉                          | backfill ≤ max / 4, and online runs          |
+ * | online   | online + min(backfill, ⌊max / 2⌋) ≥ max       | online + min(backfill, ⌊max / 2⌋) ≤ max / 2  |
  *
- * Backfill pauses first and leaves the other half of the bound to online requests. Without a
- * backfill lane it is the single rule it always was: pause at the bound, resume at half.
+ * Backfill pauses first, at half the bound, and counts toward online's decision with at most that
+ * half: one large backfill fetch that lands past the half (a fetch brings up to
+ * consumer.maxBytesPerPartition) never pauses online requests. Without a backfill lane it is the
+ * single rule it always was: pause at the bound, resume at half.
  */
 export class LaneBackpressure {
   private readonly pausedLanes = new Set<Lane>();
+  private readonly backfillShare: number;
 
   constructor(
     private readonly maxQueuedRecords: number,
     private readonly hasBackfill: boolean,
-  ) {}
+  ) {
+    this.backfillShare = Math.floor(maxQueuedRecords / 2);
+  }
 
   get paused(): boolean {
     return this.pausedLanes.size > 0;
@@ -30,15 +41,15 @@ export class LaneBackpressure {
   }
 
   /** After records were taken: the lanes to pause now (none, or newly paused ones). */
-  onQueued(queued: number): Lane[] {
+  onQueued(q: LaneCounts): Lane[] {
     const pause: Lane[] = [];
     if (
       this.hasBackfill &&
       !this.pausedLanes.has("backfill") &&
-      queued >= Math.ceil(this.maxQueuedRecords / 2)
+      q.backfill >= Math.ceil(this.maxQueuedRecords / 2)
     )
       pause.push("backfill");
-    if (!this.pausedLanes.has("online") && queued >= this.maxQueuedRecords) {
+    if (!this.pausedLanes.has("online") && this.onlineMeasure(q) >= this.maxQueuedRecords) {
       pause.push("online");
       if (this.hasBackfill && !this.pausedLanes.has("backfill") && !pause.includes("backfill"))
         pause.push("backfill");
@@ -48,11 +59,12 @@ export class LaneBackpressure {
   }
 
   /** After records completed or committed: the lanes to resume now. */
-  onDrained(queued: number): Lane[] {
+  onDrained(q: LaneCounts): Lane[] {
     const resume: Lane[] = [];
-    if (this.pausedLanes.has("online") && queued <= this.maxQueuedRecords / 2) resume.push("online");
+    if (this.pausedLanes.has("online") && this.onlineMeasure(q) <= this.maxQueuedRecords / 2)
+      resume.push("online");
     const onlineRuns = !this.pausedLanes.has("online") || resume.includes("online");
-    if (this.pausedLanes.has("backfill") && onlineRuns && queued <= this.maxQueuedRecords / 4)
+    if (this.pausedLanes.has("backfill") && onlineRuns && q.backfill <= this.maxQueuedRecords / 4)
       resume.push("backfill");
     for (const lane of resume) this.pausedLanes.delete(lane);
     return resume;
@@ -63,5 +75,10 @@ export class LaneBackpressure {
     return lanes.includes("online")
       ? `maxQueuedRecords=${this.maxQueuedRecords} reached`
       : `half of maxQueuedRecords=${this.maxQueuedRecords} reached: backfill paused first`;
+  }
+
+  /** What online's pause and resume look at: its own records plus backfill's, capped at its share. */
+  private onlineMeasure(q: LaneCounts): number {
+    return q.online + (this.hasBackfill ? Math.min(q.backfill, this.backfillShare) : q.backfill);
   }
 }

@@ -9,7 +9,7 @@ import type { ModelPort } from "../model/model-port.js";
 import type { SluiceEventMap, SluiceEventName, SluiceEvents } from "../observability/sluice-events.js";
 import { SluiceError } from "../sluice-error.js";
 import { BatchRunner } from "./batch-runner.js";
-import { LaneBackpressure } from "./lane-backpressure.js";
+import { LaneBackpressure, type LaneCounts } from "./lane-backpressure.js";
 import { LaneDispatcher } from "./lane-dispatcher.js";
 import type { PartitionRestorer, RestoreContext } from "./partition-restorer.js";
 import { PartitionTask } from "./partition-task.js";
@@ -329,6 +329,9 @@ export class StreamProcessor {
     if (!task) return "refused";
     // Records naming a registry schema id not loaded yet wait (partition paused) until it is.
     if (task.running && this.schemaGate.holds(task, records)) return "refused";
+    // A paused backfill lane takes nothing more (a fetch already under way would overshoot its share):
+    // the records are fetched again when the lane resumes.
+    if (task.lane === "backfill" && this.backpressure.pausesLane("backfill")) return "refused";
     const verdict = task.accept(records, fetchedOffset);
     if (verdict.kind === "refused") return "refused";
     if (verdict.kind === "reseek") {
@@ -387,9 +390,9 @@ export class StreamProcessor {
    * waiting for their transaction. Counting the last kind bounds memory when commits lag behind
    * a fast model (a long commitIntervalMs, a slow broker).
    */
-  private queuedRecords(): number {
-    let n = 0;
-    for (const t of this.tasks.values()) n += t.pendingRecords;
+  private queuedRecords(): LaneCounts {
+    const n: LaneCounts = { online: 0, backfill: 0 };
+    for (const t of this.tasks.values()) n[t.lane] += t.pendingRecords;
     return n;
   }
 
