@@ -343,7 +343,7 @@ export class StreamProcessor {
     if (pause.length > 0) {
       this.safePause(this.runningPartitions(pause));
       // Completed records waiting for their transaction count toward the bound: commit them now.
-      for (const t of this.tasks.values()) if (t.running) t.committer?.commitSoon();
+      for (const t of this.tasks.values()) if (t.running && pause.includes(t.lane)) t.committer?.commitSoon();
       this.emit("consumer.paused", { reason: this.backpressure.reason(pause), lanes: pause });
     }
     return "accepted";
@@ -379,7 +379,9 @@ export class StreamProcessor {
     completion: RecordCompletion,
   ): void {
     if (!task.complete(generation, offset, completion)) return;
-    if (this.backpressure.paused) task.committer?.commitSoon();
+    // A paused lane drains faster when its completed records commit now; only that lane's partitions,
+    // so a backfill paused at its share does not turn every online completion into a transaction.
+    if (this.backpressure.pausesLane(task.lane)) task.committer?.commitSoon();
     this.maybeResume();
   }
 
