@@ -251,6 +251,34 @@ describe("avro-registry codec against a real schema registry", () => {
     expect(decoded.map((r) => r.id).sort()).toEqual(ids);
   }, 120_000);
 
+  it("backfill results in their own topic are framed with that topic's subject, with runId", async () => {
+    const base = uniqueName("reg-bf");
+    const lanes = {
+      SLUICE_TOPICS__BACKFILL: `${base}.backfill`,
+      SLUICE_TOPICS__BACKFILL_RESULTS: `${base}.embeddings`,
+      SLUICE_TOPICS__RUNS: `${base}.runs`,
+    };
+    const p = startServe([], serveEnv(base, { ...modelEnv, ...registryEnv(), ...lanes }));
+    procs.push(p);
+    await p.waitFor(/sluice serve running/);
+    // Registered (and BACKWARD-checked) at start-up under the backfill results topic's own subject.
+    const backfillId = await client.getLatestSchemaId(`${base}.embeddings-value`);
+    const rows = join(dir, `${base}.jsonl`);
+    const ids = ["r1", "r2", "r3", "r4", "r5"];
+    await writeFile(rows, ids.map((id) => JSON.stringify({ id, text: `row ${id}` })).join("\n"));
+    const submit = await runCli(
+      ["-c", configPath, "backfill", "submit", "--input", rows, "--run-id", "reg-run"],
+      serveEnv(base, { ...modelEnv, ...registryEnv(), ...lanes }),
+    );
+    expect(submit.code, submit.stderr).toBe(0);
+    const records = await readCommitted(`${base}.embeddings`, { expected: ids.length, settleMs: 300 });
+    expect(records.every((r) => registryIdOf(r) === backfillId)).toBe(true);
+    const decoded = await decodeAll(records);
+    expect(decoded.map((r) => r.id).sort()).toEqual(ids);
+    for (const r of decoded) expect(r).toMatchObject({ status: "ok", runId: "reg-run" });
+    await stop(p);
+  }, 120_000);
+
   it("start-up: an unreachable registry names the URL and the cause, never the password", async () => {
     const canary = `pw-${uniqueName("c")}`;
     const url = "http://127.0.0.1:1/apis/ccompat/v7";
