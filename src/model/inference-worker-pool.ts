@@ -30,15 +30,25 @@ interface Pending {
 
 interface Slot {
   worker: Worker;
-  busy: Pending | null;
-  jobId: number;
+  /** Jobs posted to the worker and not answered yet, by job id, in posting order (the worker runs them in turn). */
+  inFlight: Map<number, Pending>;
+  /** Resolves the close() wait once `inFlight` is empty. */
+  drained: (() => void) | null;
 }
+
+/**
+ * Jobs a worker holds at once: the one it runs and the next one, so it starts the next ORT call
+ * without waiting for the main thread to answer its reply (a busy main thread otherwise leaves the
+ * worker idle between isolated items). An online call that arrives then waits for at most two
+ * calls per worker (docs/lanes.md, "Slices").
+ */
+const JOBS_PER_WORKER = 2;
 
 // The worker sits next to this module: `.ts` under vitest/tsx, `.js` in dist/.
 /**
  * Waiting jobs, one FIFO per lane (head index, no `Array.shift`, DESIGN.md §6.10). A free worker
  * takes the oldest online job, and a backfill job only when no online job waits, so an online call
- * waits at most for the calls already running (docs/lanes.md, "Slices").
+ * waits at most for the calls a worker already holds (JOBS_PER_WORKER; docs/lanes.md, "Slices").
  */
 class LaneJobQueue {
   private readonly lanes: Record<Lane, { items: Pending[]; head: number }> = {
@@ -166,11 +176,11 @@ export class InferenceWorkerPool {
       // instance of 'Napi::Error'", seen in the worker-pool tests). Idle threads stop safely.
       await Promise.all(
         this.slots
-          .filter((s) => s.busy !== null)
+          .filter((s) => s.inFlight.size > 0)
           .map(
             (s) =>
               new Promise<void>((done) => {
-                s.worker.once("message", () => done());
+                s.drained = done;
                 s.worker.once("exit", () => done());
               }),
           ),
@@ -182,14 +192,15 @@ export class InferenceWorkerPool {
   }
 
   private adopt(worker: Worker): void {
-    const slot: Slot = { worker, busy: null, jobId: 0 };
+    const slot: Slot = { worker, inFlight: new Map(), drained: null };
     this.slots.push(slot);
     worker.on("message", (reply: WorkerReply) => {
-      const pending = slot.busy;
-      if (pending === null || reply.id !== slot.jobId) return;
-      slot.busy = null;
+      const pending = slot.inFlight.get(reply.id);
+      if (pending === undefined) return;
+      slot.inFlight.delete(reply.id);
       if (reply.type === "done") pending.resolve({ data: reply.data, dim: reply.dim, runMs: reply.runMs });
       else pending.reject(new SluiceError("INFERENCE_FAILED", reply.message, { retriable: false }));
+      if (slot.inFlight.size === 0) slot.drained?.();
       this.dispatch();
     });
     worker.on("error", () => {
@@ -198,15 +209,16 @@ export class InferenceWorkerPool {
     worker.on("exit", (code) => {
       const index = this.slots.indexOf(slot);
       if (index >= 0) this.slots.splice(index, 1);
-      if (slot.busy !== null) {
-        // A crash fails the job as INFERENCE_FAILED (the runner retries its items alone); a close does not.
-        slot.busy.reject(
+      // A crash fails the worker's jobs as INFERENCE_FAILED (the runner retries their items alone); a
+      // close does not.
+      for (const pending of slot.inFlight.values()) {
+        pending.reject(
           this.closing !== null
             ? new SluiceError("INTERNAL", "model runner closed while the job ran")
             : new SluiceError("INFERENCE_FAILED", `inference worker exited (code ${code})`),
         );
-        slot.busy = null;
       }
+      slot.inFlight.clear();
       if (this.closing === null) void this.replace();
     });
     this.dispatch();
@@ -230,19 +242,22 @@ export class InferenceWorkerPool {
     }
   }
 
+  /** Idle workers get a job first, then each worker its next one (up to JOBS_PER_WORKER). */
   private dispatch(): void {
-    for (const slot of this.slots) {
-      if (slot.busy !== null) continue;
-      const pending = this.queue.next();
-      if (pending === undefined) break;
-      slot.busy = pending;
-      slot.jobId = this.nextJobId++;
-      const { job } = pending;
-      const request: WorkerRunRequest = { id: slot.jobId, ...job };
-      slot.worker.postMessage(request, [
-        job.inputIds.buffer as ArrayBuffer,
-        job.attentionMask.buffer as ArrayBuffer,
-      ]);
+    for (let depth = 1; depth <= JOBS_PER_WORKER; depth++) {
+      for (const slot of this.slots) {
+        if (slot.inFlight.size >= depth) continue;
+        const pending = this.queue.next();
+        if (pending === undefined) return;
+        const id = this.nextJobId++;
+        slot.inFlight.set(id, pending);
+        const { job } = pending;
+        const request: WorkerRunRequest = { id, ...job };
+        slot.worker.postMessage(request, [
+          job.inputIds.buffer as ArrayBuffer,
+          job.attentionMask.buffer as ArrayBuffer,
+        ]);
+      }
     }
   }
 }

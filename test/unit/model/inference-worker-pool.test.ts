@@ -91,8 +91,9 @@ describe("InferenceWorkerPool", () => {
     );
     await Promise.all([pool.close(), pool.close()]);
     const outcomes = await Promise.all(jobs);
-    // The job already in the worker may finish first; every other one is refused as INTERNAL.
-    expect(outcomes.filter((o) => o === "INTERNAL").length).toBeGreaterThanOrEqual(4);
+    // The jobs already in the worker (it holds two: the one it runs and the next) may finish first;
+    // every other one is refused as INTERNAL.
+    expect(outcomes.filter((o) => o === "INTERNAL").length).toBeGreaterThanOrEqual(3);
     expect(outcomes.every((o) => o === "INTERNAL" || o === "ok")).toBe(true);
     await expect(pool.run(job("the cat"))).rejects.toMatchObject({ code: "INTERNAL" });
   });
