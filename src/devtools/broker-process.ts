@@ -1,6 +1,7 @@
-import { execFile, execFileSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { execFile, execFileSync, spawn } from "node:child_process";
+import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
+import type { SluiceError } from "../sluice-error.js";
 
 /** What the local broker records in its run folder about the process it started. */
 export interface BrokerState {
@@ -115,4 +116,38 @@ export async function choosePort(preferred: number, avoid: number[] = []): Promi
     const free = await portFree(0);
     if (free !== undefined && !avoid.includes(free)) return free;
   }
+}
+
+/** A JVM started by `spawnDetached`: its pid, and how it ended once it has (for start-up errors). */
+export interface DetachedProcess {
+  pid: number;
+  exited: () => string | undefined;
+}
+
+/**
+ * Starts `command` detached in its own session (it outlives the CLI that started it), stdout and
+ * stderr appended to `logFile`. A command that cannot be spawned is `failure` (the caller's code and
+ * advice on what to install).
+ */
+export function spawnDetached(
+  command: string,
+  args: string[],
+  opts: { logFile: string; cwd: string; env?: NodeJS.ProcessEnv; failure: () => SluiceError },
+): DetachedProcess {
+  const out = openSync(opts.logFile, "a");
+  const child = spawn(command, args, {
+    detached: true,
+    stdio: ["ignore", out, out],
+    cwd: opts.cwd,
+    ...(opts.env ? { env: opts.env } : {}),
+  });
+  closeSync(out);
+  const pid = child.pid;
+  if (pid === undefined) throw opts.failure();
+  let exited: string | undefined;
+  child.on("exit", (code, sig) => {
+    exited = `exited with ${sig ?? `code ${code}`}`;
+  });
+  child.unref();
+  return { pid, exited: () => exited };
 }

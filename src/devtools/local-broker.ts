@@ -1,11 +1,18 @@
-import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { delimiter, join, resolve } from "node:path";
 import type { KafkaConfig } from "kafkajs";
 import { packageRoot } from "../config/project-paths.js";
 import { SluiceError } from "../sluice-error.js";
-import { type BrokerState, choosePort, isOurBroker, run, signal, waitForExit } from "./broker-process.js";
+import {
+  type BrokerState,
+  choosePort,
+  isOurBroker,
+  run,
+  signal,
+  spawnDetached,
+  waitForExit,
+} from "./broker-process.js";
 import { waitUntilReady, warmUpCoordinators } from "./broker-readiness.js";
 
 /**
@@ -184,8 +191,8 @@ export class LocalBroker {
     }
 
     this.progress(`starting Apache Kafka ${this.kafkaVersion} on 127.0.0.1:${port}`);
-    const out = openSync(join(this.runDir, "logs", "kafka.out"), "a");
-    const child = spawn(
+    // Detached with its own session so the broker outlives the CLI that started it.
+    const { pid, exited } = spawnDetached(
       this.javaCommand,
       [
         `-Xmx${this.heapMb}m`,
@@ -200,22 +207,16 @@ export class LocalBroker {
         "kafka.Kafka",
         serverProperties,
       ],
-      // Detached with its own session so the broker outlives the CLI that started it.
-      { detached: true, stdio: ["ignore", out, out], cwd: this.runDir },
+      {
+        logFile: join(this.runDir, "logs", "kafka.out"),
+        cwd: this.runDir,
+        failure: () =>
+          new SluiceError(
+            "BROKER_START_FAILED",
+            `could not spawn ${this.javaCommand}; ${MISSING_TOOLS_HELP}`,
+          ),
+      },
     );
-    closeSync(out);
-    const pid = child.pid;
-    if (pid === undefined) {
-      throw new SluiceError(
-        "BROKER_START_FAILED",
-        `could not spawn ${this.javaCommand}; ${MISSING_TOOLS_HELP}`,
-      );
-    }
-    let exited: string | undefined;
-    child.on("exit", (code, signal) => {
-      exited = `exited with ${signal ?? `code ${code}`}`;
-    });
-    child.unref();
 
     const state: BrokerState = {
       pid,
@@ -230,7 +231,7 @@ export class LocalBroker {
 
     const bootstrap = `127.0.0.1:${port}`;
     try {
-      await waitUntilReady(bootstrap, this.startTimeoutMs, () => exited, this.listeners.adminClient());
+      await waitUntilReady(bootstrap, this.startTimeoutMs, exited, this.listeners.adminClient());
       await warmUpCoordinators(bootstrap, 30_000, this.listeners.adminClient());
     } catch (error) {
       await this.stop();

@@ -1,11 +1,10 @@
-import { spawn } from "node:child_process";
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { join, resolve } from "node:path";
 import { packageRoot } from "../config/project-paths.js";
 import { SluiceError } from "../sluice-error.js";
-import { choosePort, isRunningWith, run, signal, sleep } from "./broker-process.js";
+import { choosePort, isRunningWith, run, signal, sleep, spawnDetached } from "./broker-process.js";
 
 /**
  * A local Apicurio Registry (Confluent-compatible API at `/apis/ccompat/v7`) for development and
@@ -130,7 +129,6 @@ export class LocalRegistry {
     const port = await choosePort(this.port);
     if (this.port !== 0 && port !== this.port) this.progress(`port ${this.port} is taken; using ${port}`);
     this.progress(`starting Apicurio Registry ${this.version} on 127.0.0.1:${port}`);
-    const out = openSync(join(this.runDir, "logs", "registry.out"), "a");
     const listen = this.tls
       ? [
           `-Dquarkus.http.ssl-port=${port}`,
@@ -140,7 +138,7 @@ export class LocalRegistry {
           `-Dquarkus.http.ssl.certificate.key-files=${this.tls.keyPath}`,
         ]
       : [`-Dquarkus.http.port=${port}`];
-    const child = spawn(
+    const { pid, exited } = spawnDetached(
       this.javaCommand,
       [
         `-Xmx${this.heapMb}m`,
@@ -154,25 +152,16 @@ export class LocalRegistry {
         jar,
       ],
       {
-        detached: true,
-        stdio: ["ignore", out, out],
+        logFile: join(this.runDir, "logs", "registry.out"),
         cwd: this.runDir,
         env: { ...process.env, REGISTRY_DATASOURCE_URL: this.datasourceUrl() },
+        failure: () =>
+          new SluiceError(
+            "REGISTRY_START_FAILED",
+            `could not spawn ${this.javaCommand}; ${REGISTRY_TOOLS_HELP}`,
+          ),
       },
     );
-    closeSync(out);
-    const pid = child.pid;
-    if (pid === undefined) {
-      throw new SluiceError(
-        "REGISTRY_START_FAILED",
-        `could not spawn ${this.javaCommand}; ${REGISTRY_TOOLS_HELP}`,
-      );
-    }
-    let exited: string | undefined;
-    child.on("exit", (code, sig) => {
-      exited = `exited with ${sig ?? `code ${code}`}`;
-    });
-    child.unref();
     const state: RegistryState = {
       pid,
       port,
@@ -184,7 +173,7 @@ export class LocalRegistry {
     writeFileSync(join(this.runDir, STATE_FILE), `${JSON.stringify(state, null, 2)}\n`);
     try {
       const ca = this.tls ? readFileSync(this.tls.caPath) : undefined;
-      await waitForApi(port, ca, this.startTimeoutMs, () => exited);
+      await waitForApi(port, ca, this.startTimeoutMs, exited);
     } catch (error) {
       await this.stop();
       throw new SluiceError(
