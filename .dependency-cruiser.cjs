@@ -15,6 +15,16 @@ module.exports = {
       to: { circular: true },
     },
     {
+      name: "no-folder-cycles",
+      severity: "error",
+      scope: "folder",
+      comment:
+        "Rooms form a one-way graph: no cycle between folders of src/ either (a file-level rule cannot see " +
+        "kafka -> events -> kafka through two different files). Type-only imports count: a type is a dependency too.",
+      from: { path: "^src/[^/]+" },
+      to: { circular: true },
+    },
+    {
       name: "no-cli-imports",
       severity: "error",
       comment:
@@ -24,21 +34,39 @@ module.exports = {
       to: { path: "^src/cli/" },
     },
     {
-      name: "batching-and-contracts-stand-alone",
+      name: "contracts-stand-alone",
       severity: "error",
       comment:
-        "src/batching (the batching policy) and src/contracts (wire types and codecs) import nothing of ours " +
-        "outside their own folder (npm packages are fine).",
-      from: { path: "^src/(batching|contracts)/" },
-      to: { path: "^src/", pathNot: "^src/$1/" },
+        "src/contracts (wire types and codecs) imports nothing of ours outside its own folder (npm packages are fine): " +
+        "every room may depend on it, so it depends on none.",
+      from: { path: "^src/contracts/" },
+      to: { path: "^src/", pathNot: "^src/contracts/" },
+    },
+    {
+      name: "microbatch-sees-only-contracts",
+      severity: "error",
+      comment:
+        "src/microbatch (the micro-batcher: the lane policy, LaneBatcher, clock) is pure batching logic; it may use " +
+        "the contracts' types (Lane) and nothing else of ours.",
+      from: { path: "^src/microbatch/" },
+      to: { path: "^src/", pathNot: "^src/(microbatch|contracts)/" },
+    },
+    {
+      name: "events-are-a-contract",
+      severity: "error",
+      comment:
+        "src/events (the typed event bus and its payloads) is imported by the stages that emit and by observability " +
+        "that listens, so it may import only contracts and the micro-batcher's types.",
+      from: { path: "^src/events/" },
+      to: { path: "^src/", pathNot: "^src/(events|contracts|microbatch)/" },
     },
     {
       name: "transport-free-domain",
       severity: "error",
       comment:
-        "src/model, src/batching and src/delivery import no kafkajs (not even its types): Kafka adapters live " +
+        "src/model, src/microbatch and src/delivery import no kafkajs (not even its types): Kafka adapters live " +
         "in src/kafka.",
-      from: { path: "^src/(model|batching|delivery)/" },
+      from: { path: "^src/(model|microbatch|delivery|events)/" },
       to: { path: "(^|/)node_modules/kafkajs/" },
     },
     {
@@ -57,7 +85,7 @@ module.exports = {
         "src/observability subscribes to events and reads the broker (lag, group status, freshness); it may use " +
         "contracts, config and Kafka, but never drives the pipeline or the entry points.",
       from: { path: "^src/observability/" },
-      to: { path: "^src/(processor|app|cli|batch|batching|delivery|model|devtools|client)/" },
+      to: { path: "^src/(processor|app|cli|batch|microbatch|delivery|model|devtools|client)/" },
     },
     {
       name: "devtools-stay-dev",
@@ -87,7 +115,7 @@ module.exports = {
       to: {
         path: [
           "(^|/)node_modules/kafkajs/",
-          "^src/(processor|batch|batching|delivery|model|kafka|observability|app|cli|devtools)/",
+          "^src/(processor|batch|microbatch|events|delivery|model|kafka|observability|app|cli|devtools)/",
         ],
       },
     },

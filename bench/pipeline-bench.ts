@@ -33,13 +33,13 @@ import { loadConfig } from "../src/config/index.js";
 import { encodeRequest, RequestDecoder } from "../src/contracts/request-codec.js";
 import { ResultEncoder } from "../src/contracts/result-codec.js";
 import { routeOutcome } from "../src/delivery/result-builder.js";
+import { SluiceEvents } from "../src/events/sluice-events.js";
 import { fixAbortedTransactionOrder } from "../src/kafka/aborted-transaction-order.js";
 import { changelogTopicFor, ensureTopics } from "../src/kafka/topic-admin.js";
 import type { ModelPort } from "../src/model/model-port.js";
 import { ModelRunner } from "../src/model/model-runner.js";
 import { modelRunnerOptionsFromConfig } from "../src/model/model-runner-config.js";
 import { NoopModel } from "../src/model/noop-model.js";
-import { SluiceEvents } from "../src/observability/sluice-events.js";
 import { processorOptionsFromConfig } from "../src/processor/stream-processor-options.js";
 import { ArrivalReader } from "./arrival-reader.js";
 import { benchBroker } from "./bench-broker.js";
@@ -210,7 +210,7 @@ async function main(): Promise<void> {
   ) => {
     const events = new SluiceEvents();
     const stats: DrainStats = { batches: 0, items: 0, commits: 0, notOk: 0, commitMs: [] };
-    events.on("batch.inferred", (e) => {
+    events.on("microbatch.inferred", (e) => {
       if (e.size === 0) return;
       stats.batches++;
       stats.items += e.size;

@@ -1,5 +1,6 @@
 import type { Logger } from "pino";
 import { backfillResultsTopic, type SluiceConfig } from "../config/config-schema.js";
+import { SluiceEvents } from "../events/sluice-events.js";
 import { createKafka } from "../kafka/kafka-client.js";
 import { ensureTopics } from "../kafka/topic-admin.js";
 import { ModelRunner } from "../model/model-runner.js";
@@ -12,7 +13,6 @@ import { LagMonitor } from "../observability/lag-monitor.js";
 import { LifecycleLog } from "../observability/lifecycle-log.js";
 import { SluiceMetrics } from "../observability/metrics.js";
 import { ObservabilityServer } from "../observability/observability-server.js";
-import { SluiceEvents } from "../observability/sluice-events.js";
 import type { StreamProcessor } from "../processor/stream-processor.js";
 import { processorOptionsFromConfig } from "../processor/stream-processor-options.js";
 import type { SluiceError } from "../sluice-error.js";

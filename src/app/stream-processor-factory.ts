@@ -1,4 +1,3 @@
-import { systemClock } from "../batching/batcher-clock.js";
 import { ResultEncoder } from "../contracts/result-codec.js";
 import { CompletionBuilder } from "../delivery/completion-builder.js";
 import { fallbackPolicyFor } from "../fallback/fallback-policy.js";
@@ -8,6 +7,7 @@ import { PartitionCommitter } from "../kafka/partition-committer.js";
 import { KafkaRestoreSources } from "../kafka/restore-sources.js";
 import { MAX_SEND_BYTES } from "../kafka/result-publisher.js";
 import { changelogTopicFor } from "../kafka/topic-admin.js";
+import { systemClock } from "../microbatch/batcher-clock.js";
 import { PartitionRestorer } from "../processor/partition-restorer.js";
 import type { CommitterFactory } from "../processor/processor-ports.js";
 import { StreamProcessor } from "../processor/stream-processor.js";

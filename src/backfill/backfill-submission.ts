@@ -83,10 +83,10 @@ export interface SubmissionSummary {
  * the manifest as invalid instead, with its reason; it never stops the run.
  */
 export class BackfillSubmission {
-  constructor(private readonly o: BackfillSubmissionOptions) {}
+  constructor(private readonly opts: BackfillSubmissionOptions) {}
 
   async run(): Promise<SubmissionSummary> {
-    const { source, writer, run } = this.o;
+    const { source, writer, run } = this.opts;
     const existing = await writer.open();
     const input = await source.describe(existing?.input);
     if (existing) {
@@ -111,8 +111,8 @@ export class BackfillSubmission {
     // Ids must be unique within a run: serve would count a repeat as a duplicate (no result of its
     // own), so the run could never be complete. A repeat is recorded as invalid instead.
     const ids = new Set<string>(
-      existing && existing.rowsSubmitted > 0 && this.o.submittedIds
-        ? await this.o.submittedIds(existing)
+      existing && existing.rowsSubmitted > 0 && this.opts.submittedIds
+        ? await this.opts.submittedIds(existing)
         : [],
     );
     let rowsWritten = 0;
@@ -131,7 +131,7 @@ export class BackfillSubmission {
         return last ? asSubmitted(next, input) : next;
       });
       rowsWritten += batch.length;
-      this.o.onChunk?.(manifest);
+      this.opts.onChunk?.(manifest);
     };
     for await (const item of source.items()) {
       if (item.row < skip) continue;
@@ -147,15 +147,15 @@ export class BackfillSubmission {
       } else {
         const encoded = encodeRequest(
           { id: item.id, text: item.text, attributes: item.attributes },
-          this.o.codec,
+          this.opts.codec,
         );
-        if (encoded.value.length > this.o.maxRecordBytes) {
+        if (encoded.value.length > this.opts.maxRecordBytes) {
           invalid.push({
             row: item.row,
             code: "PAYLOAD_TOO_LARGE",
-            message: `row ${item.row} is ${encoded.value.length} bytes as a request, above delivery.maxMessageBytes (${this.o.maxRecordBytes})`,
+            message: `row ${item.row} is ${encoded.value.length} bytes as a request, above delivery.maxMessageBytes (${this.opts.maxRecordBytes})`,
           });
-          if (records.length + invalid.length >= this.o.chunkRows) await commit(false);
+          if (records.length + invalid.length >= this.opts.chunkRows) await commit(false);
           continue;
         }
         if (ids.has(item.id)) {
@@ -164,7 +164,7 @@ export class BackfillSubmission {
             code: "DUPLICATE_ID",
             message: `row ${item.row} repeats id ${JSON.stringify(item.id)} of an earlier row; ids must be unique within a run`,
           });
-          if (records.length + invalid.length >= this.o.chunkRows) await commit(false);
+          if (records.length + invalid.length >= this.opts.chunkRows) await commit(false);
           continue;
         }
         ids.add(item.id);
@@ -175,7 +175,7 @@ export class BackfillSubmission {
           headers: { ...encoded.headers, [RUN_ID_HEADER]: run.runId, [RUN_ROW_HEADER]: String(item.row) },
         });
       }
-      if (records.length + invalid.length >= this.o.chunkRows) await commit(false);
+      if (records.length + invalid.length >= this.opts.chunkRows) await commit(false);
     }
     await commit(true);
     return {

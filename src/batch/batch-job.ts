@@ -1,9 +1,9 @@
 import { randomBytes } from "node:crypto";
 import { mkdir, readFile, rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import { InFlightRunner } from "../batching/in-flight-runner.js";
+import type { SluiceEvents } from "../events/sluice-events.js";
+import { InFlightRunner } from "../microbatch/in-flight-runner.js";
 import { type ItemOutcome, type ModelPort, runBatch } from "../model/model-port.js";
-import type { SluiceEvents } from "../observability/sluice-events.js";
 import { SluiceError } from "../sluice-error.js";
 import { writeFileAtomic } from "./atomic-file.js";
 import {
@@ -67,7 +67,7 @@ interface FailureRecord {
  * atomically through the sink and checkpoints it in the manifest (docs/batch-mode.md).
  */
 export class BatchJob {
-  private readonly o: Required<Omit<BatchJobOptions, "progress" | "events" | "tokenizerHash">> &
+  private readonly opts: Required<Omit<BatchJobOptions, "progress" | "events" | "tokenizerHash">> &
     Pick<BatchJobOptions, "progress" | "events">;
   private readonly tokenizerHash: string | null;
   private readonly stateDir: string;
@@ -89,7 +89,7 @@ export class BatchJob {
         throw new SluiceError("CONFIG_INVALID", `batch ${name} must be a positive integer, got ${v}`);
       }
     }
-    this.o = {
+    this.opts = {
       ...opts,
       shardSize,
       batchSize,
@@ -118,31 +118,31 @@ export class BatchJob {
   }
 
   private async runLocked(): Promise<BatchRunSummary> {
-    await this.o.sink.prepare();
+    await this.opts.sink.prepare();
     let existing = await readManifest(this.stateDir);
-    const input = await this.o.source.describe(existing?.input);
+    const input = await this.opts.source.describe(existing?.input);
     const model: ModelDescription = {
-      name: this.o.model.identity.name,
-      version: this.o.model.identity.version,
-      task: this.o.model.task,
+      name: this.opts.model.identity.name,
+      version: this.opts.model.identity.version,
+      task: this.opts.model.task,
       tokenizerHash: this.tokenizerHash,
     };
     // Batch composition can change the last bits of float outputs, so it is part of the output config.
     const config = {
-      ...this.o.outputConfig,
-      batching: { batchSize: this.o.batchSize, sortByLength: this.o.sortByLength },
+      ...this.opts.outputConfig,
+      batching: { batchSize: this.opts.batchSize, sortByLength: this.opts.sortByLength },
     };
     const configHash = hashConfig(config);
-    const output = { uri: this.o.sink.uri, format: this.o.sink.format };
+    const output = { uri: this.opts.sink.uri, format: this.opts.sink.format };
     const current = {
       input,
       model,
       configHash,
       config,
-      shardSize: this.o.shardSize,
+      shardSize: this.opts.shardSize,
       output,
     };
-    if (existing && this.o.mode === "new-run") {
+    if (existing && this.opts.mode === "new-run") {
       await this.discard(existing);
       existing = null;
     }
@@ -167,11 +167,11 @@ export class BatchJob {
       };
       await this.save();
     }
-    this.o.sink.bindRun?.(this.manifest.runId);
+    this.opts.sink.bindRun?.(this.manifest.runId);
     if (this.manifest.inFlight) await this.recoverInFlight();
 
     const wasComplete = this.manifest.status === "complete";
-    if (wasComplete && this.o.mode !== "retry-failed") {
+    if (wasComplete && this.opts.mode !== "retry-failed") {
       return this.summary("nothing-to-do", { ok: 0, skipped: this.manifest.totals.rows, shards: 0 });
     }
     let ok = 0;
@@ -184,7 +184,7 @@ export class BatchJob {
       shards += r.shards;
       if (r.interrupted) return this.summary("interrupted", { ok, skipped, shards });
     }
-    if (this.o.mode === "retry-failed") {
+    if (this.opts.mode === "retry-failed") {
       const r = await this.runRetryRound();
       if (r === null && shards === 0) {
         return this.summary("nothing-to-do", { ok: 0, skipped: this.manifest.totals.rows, shards: 0 });
@@ -207,10 +207,10 @@ export class BatchJob {
     shards: number;
     interrupted: boolean;
   }> {
-    const S = this.o.shardSize;
+    const S = this.opts.shardSize;
     const done = new Set(this.manifest.shards.map((s) => s.key));
     const skippedRows = this.manifest.shards.reduce((n, s) => n + s.rows, 0);
-    this.o.progress?.start({ totalRows: expectedRows(this.manifest.input), doneRows: skippedRows });
+    this.opts.progress?.start({ totalRows: expectedRows(this.manifest.input), doneRows: skippedRows });
     let ok = 0;
     let shards = 0;
     let rows = 0;
@@ -224,7 +224,7 @@ export class BatchJob {
       shards++;
       pending = [];
     };
-    for await (const item of this.o.source.items()) {
+    for await (const item of this.opts.source.items()) {
       rows++;
       const shard = Math.floor(item.row / S);
       if (shard !== current) {
@@ -270,12 +270,12 @@ export class BatchJob {
       this.manifest.retries.push(round);
       await this.save();
     }
-    const S = this.o.shardSize;
+    const S = this.opts.shardSize;
     const sortedRows = [...open.keys()].sort((a, b) => a - b);
     const position = new Map(sortedRows.map((row, i) => [row, i]));
     const done = new Set(round.shards.map((s) => s.key));
     const alreadyDone = round.shards.reduce((n, s) => n + s.rows, 0);
-    this.o.progress?.start({ totalRows: sortedRows.length, doneRows: alreadyDone });
+    this.opts.progress?.start({ totalRows: sortedRows.length, doneRows: alreadyDone });
     let ok = 0;
     let shards = 0;
     let current = -1;
@@ -288,7 +288,7 @@ export class BatchJob {
       shards++;
       pending = [];
     };
-    for await (const item of this.o.source.items()) {
+    for await (const item of this.opts.source.items()) {
       const pos = position.get(item.row);
       if (pos === undefined) continue;
       const failure = open.get(item.row)!;
@@ -358,10 +358,10 @@ export class BatchJob {
       if (item.error) failures.push({ id: item.id, row: item.row, ...item.error });
       else runnable.push(item);
     }
-    if (failures.length > 0) this.o.progress?.advance(0, failures.length);
+    if (failures.length > 0) this.opts.progress?.advance(0, failures.length);
     const outcomes = await this.infer(runnable);
     const rows: BatchResultRow[] = [];
-    const identity = { name: this.o.model.identity.name, version: this.o.model.identity.version };
+    const identity = { name: this.opts.model.identity.name, version: this.opts.model.identity.version };
     runnable.forEach((item, i) => {
       const outcome = outcomes[i]!;
       if (outcome.ok) {
@@ -399,19 +399,19 @@ export class BatchJob {
       rows: items.length,
       ok: rows.length,
       failures: failures.length,
-      output: this.o.sink.uri,
+      output: this.opts.sink.uri,
       sha256: null,
       failuresFile,
       startedAt,
       finishedAt: startedAt,
       durationMs: 0,
     };
-    if (this.o.sink.beginShard) {
-      const inFlight = await this.o.sink.beginShard(key);
+    if (this.opts.sink.beginShard) {
+      const inFlight = await this.opts.sink.beginShard(key);
       this.manifest.inFlight = { ...inFlight, round: round?.round ?? null, pending: { ...record } };
       await this.save();
     }
-    const written = await this.o.sink.writeShard(key, rows);
+    const written = await this.opts.sink.writeShard(key, rows);
     const finishedMs = Date.now();
     record.output = written.output;
     record.sha256 = written.sha256;
@@ -429,25 +429,27 @@ export class BatchJob {
     const outcomes: ItemOutcome[] = new Array(items.length);
     if (items.length === 0) return outcomes;
     let order = items.map((_, i) => i);
-    if (this.o.sortByLength) {
-      const tokens = items.map((it) => (typeof it.text === "string" ? this.o.model.countTokens(it.text) : 0));
+    if (this.opts.sortByLength) {
+      const tokens = items.map((it) =>
+        typeof it.text === "string" ? this.opts.model.countTokens(it.text) : 0,
+      );
       // Stable on ties (index), so the batch composition and therefore the output bytes are deterministic.
       order = order.sort((a, b) => tokens[a]! - tokens[b]! || a - b);
     }
     const batches: number[][] = [];
-    for (let i = 0; i < order.length; i += this.o.batchSize)
-      batches.push(order.slice(i, i + this.o.batchSize));
+    for (let i = 0; i < order.length; i += this.opts.batchSize)
+      batches.push(order.slice(i, i + this.opts.batchSize));
     // A whole-batch failure stops the run (it resumes from the manifest); later batches are skipped.
     let failure: { error: unknown } | undefined;
     const runner = new InFlightRunner<number[]>({
-      limit: this.o.maxInFlightBatches,
+      limit: this.opts.maxInFlightBatches,
       onError: (error) => {
         failure ??= { error };
       },
       run: async (batch) => {
         if (failure) return;
         const { outcomes: out, stats } = await runBatch(
-          this.o.model,
+          this.opts.model,
           batch.map((i) => items[i]!.text),
           "throw",
         );
@@ -457,8 +459,8 @@ export class BatchJob {
           if (!out[j]!.ok) failed++;
         });
         // Progress moves per model call, not per shard: shards can take minutes.
-        this.o.progress?.advance(batch.length - failed, failed);
-        this.o.events?.emit("batch.inferred", {
+        this.opts.progress?.advance(batch.length - failed, failed);
+        this.opts.events?.emit("microbatch.inferred", {
           size: batch.length,
           inferenceMs: stats.inferenceMs,
           realTokens: stats.realTokens,
@@ -478,12 +480,12 @@ export class BatchJob {
 
   private async recoverInFlight(): Promise<void> {
     const inFlight = this.manifest.inFlight!;
-    if (!this.o.sink.recoverInFlight) {
+    if (!this.opts.sink.recoverInFlight) {
       this.manifest.inFlight = null;
       await this.save();
       return;
     }
-    const { committed } = await this.o.sink.recoverInFlight(inFlight);
+    const { committed } = await this.opts.sink.recoverInFlight(inFlight);
     if (committed) {
       // The transaction committed but the manifest update was lost: the shard is done.
       const target =
@@ -501,7 +503,7 @@ export class BatchJob {
     const all = [...old.shards, ...old.retries.flatMap((r) => r.shards)];
     if (old.inFlight) all.push(old.inFlight.pending);
     for (const s of all) {
-      if (s.sha256 !== null) await this.o.sink.removeOutput?.(s.output);
+      if (s.sha256 !== null) await this.opts.sink.removeOutput?.(s.output);
       if (s.failuresFile) await rm(join(this.stateDir, s.failuresFile), { force: true });
     }
     await rm(join(this.stateDir, FAILURES_FILE), { force: true });
@@ -561,14 +563,14 @@ export class BatchJob {
         ? `run ${this.manifest.runId} stopped on request after ${r.shards} shard(s) (${processed} rows ok); run the same command to resume.`
         : action === "nothing-to-do"
           ? `run ${this.manifest.runId} is already complete (${t.ok} ok, ${t.failed} failed); nothing to do.` +
-            (this.o.mode === "retry-failed"
+            (this.opts.mode === "retry-failed"
               ? " No failures are left to retry."
               : t.failed > 0
                 ? " Use --retry-failed to retry the failures, or --new-run to start over."
                 : " Use --new-run to start over.")
           : `run ${this.manifest.runId}: ${processed} rows ok, ${t.failed} failed (open), ${r.skipped} skipped (done earlier), ` +
             `${r.shards} shard(s) written in ${(wallMs / 1000).toFixed(1)} s (${summary.rowsPerSec.toFixed(1)} rows/s)`;
-    this.o.progress?.finish(summary);
+    this.opts.progress?.finish(summary);
     return summary;
   }
 }

@@ -1,7 +1,7 @@
 import { hostname } from "node:os";
 import { z } from "zod";
-import { BATCHER_DEFAULTS } from "../batching/lane-batcher.js";
 import { DEDUPLICATOR_DEFAULTS } from "../delivery/deduplicator.js";
+import { BATCHER_DEFAULTS } from "../microbatch/lane-batcher.js";
 import { positiveInt, topicName } from "./config-fields.js";
 import { kafkaSchema } from "./kafka-config-schema.js";
 import { schemaRegistrySchema } from "./schema-registry-config-schema.js";

@@ -32,7 +32,7 @@ export const OUTPUT_TOO_LARGE = "OUTPUT_TOO_LARGE";
  * no publisher has to tell them apart by topic name. Pure: no I/O, no clock.
  */
 export class CompletionBuilder {
-  constructor(private readonly o: CompletionBuilderOptions) {}
+  constructor(private readonly opts: CompletionBuilderOptions) {}
 
   /** A record that ends as a dead letter (undecodable, invalid, failed in the model, unencodable). */
   deadLetter(
@@ -40,11 +40,11 @@ export class CompletionBuilder {
     error: DeadLetterError,
     changelog: OutboundMessage[] = [],
   ): RecordCompletion {
-    const dl = buildDeadLetter(source, error, { maxBytes: this.o.maxDeadLetterBytes });
+    const dl = buildDeadLetter(source, error, { maxBytes: this.opts.maxDeadLetterBytes });
     return {
       outputs: [
         {
-          topic: this.o.deadLetterTopic,
+          topic: this.opts.deadLetterTopic,
           key: dl.key,
           value: dl.value,
           headers: dl.headers,
@@ -84,7 +84,7 @@ export class CompletionBuilder {
     // Backfill results go to their own topic and carry the run id as a header too, so `backfill
     // status`/`export` find a run's results without decoding every record of a shared topic.
     const backfill = ctx.lane === "backfill";
-    const encode = (backfill && this.o.encodeBackfillResult) || this.o.encodeResult;
+    const encode = (backfill && this.opts.encodeBackfillResult) || this.opts.encodeResult;
     let encoded: { value: Buffer; headers: Record<string, string> };
     try {
       encoded = encode(route.result);
@@ -96,7 +96,9 @@ export class CompletionBuilder {
         ctx.request.id,
       );
     }
-    const topic = backfill ? (this.o.backfillResultsTopic ?? this.o.resultsTopic) : this.o.resultsTopic;
+    const topic = backfill
+      ? (this.opts.backfillResultsTopic ?? this.opts.resultsTopic)
+      : this.opts.resultsTopic;
     const headers = ctx.runId ? { ...encoded.headers, [RUN_ID_HEADER]: ctx.runId } : encoded.headers;
     return {
       outputs: [{ topic, key: ctx.request.id, value: encoded.value, headers }],

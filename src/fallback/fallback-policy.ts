@@ -35,17 +35,17 @@ export interface IntakeFacts {
 const MODEL_ERRORS = new Set(["INFERENCE_FAILED", "TOKENIZE_FAILED"]);
 
 export class FallbackPolicy {
-  constructor(private readonly o: FallbackPolicyOptions) {}
+  constructor(private readonly opts: FallbackPolicyOptions) {}
 
   get rules(): FallbackRules {
-    return this.o.rules;
+    return this.opts.rules;
   }
 
   atIntake(f: IntakeFacts): FallbackReason | undefined {
     // A request that is already late, or will be, says `deadline` even when the queue is also full.
     if (f.nowMs >= f.deadlineMs) return "deadline";
     if (f.msPerItem > 0 && f.nowMs + (f.ahead + 1) * f.msPerItem > f.deadlineMs) return "deadline";
-    if (f.onlineHeld >= this.o.maxOnlineQueue) return "overload";
+    if (f.onlineHeld >= this.opts.maxOnlineQueue) return "overload";
     return undefined;
   }
 

@@ -29,26 +29,26 @@ export class KafkaRunWriter implements RunWriter {
   private partitions = 0;
   private readonly partitioner = Partitioners.DefaultPartitioner();
 
-  constructor(private readonly o: KafkaRunWriterOptions) {}
+  constructor(private readonly opts: KafkaRunWriterOptions) {}
 
   async open(): Promise<RunManifest | null> {
-    this.partitions = await withAdmin(this.o.kafka, async (admin) => {
-      if (!(await admin.listTopics()).includes(this.o.backfillTopic)) {
+    this.partitions = await withAdmin(this.opts.kafka, async (admin) => {
+      if (!(await admin.listTopics()).includes(this.opts.backfillTopic)) {
         throw new SluiceError(
           "CONFIG_INVALID",
-          `backfill topic ${this.o.backfillTopic} (topics.backfill) does not exist; start sluice serve with it configured (serve creates it) or create it`,
-          { context: { topic: this.o.backfillTopic } },
+          `backfill topic ${this.opts.backfillTopic} (topics.backfill) does not exist; start sluice serve with it configured (serve creates it) or create it`,
+          { context: { topic: this.opts.backfillTopic } },
         );
       }
-      const meta = await admin.fetchTopicMetadata({ topics: [this.o.backfillTopic] });
+      const meta = await admin.fetchTopicMetadata({ topics: [this.opts.backfillTopic] });
       return meta.topics[0]?.partitions.length ?? 0;
     });
-    await this.o.store.ensureTopic();
-    const producer = this.o.kafka.producer({
-      transactionalId: `${BACKFILL_TRANSACTIONAL_ID_PREFIX}${this.o.runId}`,
+    await this.opts.store.ensureTopic();
+    const producer = this.opts.kafka.producer({
+      transactionalId: `${BACKFILL_TRANSACTIONAL_ID_PREFIX}${this.opts.runId}`,
       idempotent: true,
       maxInFlightRequests: 1,
-      transactionTimeout: this.o.transactionTimeoutMs,
+      transactionTimeout: this.opts.transactionTimeoutMs,
       allowAutoTopicCreation: false,
     });
     this.producer = producer;
@@ -61,7 +61,7 @@ export class KafkaRunWriter implements RunWriter {
     } catch (cause) {
       throw this.denied(cause, "starting the run's transactional submitter") ?? cause;
     }
-    return this.o.store.latest(this.o.runId);
+    return this.opts.store.latest(this.opts.runId);
   }
 
   async commitChunk(
@@ -79,7 +79,7 @@ export class KafkaRunWriter implements RunWriter {
         if (batch.length === 0) return;
         const counts = new Map<number, number>();
         for (const m of batch) counts.set(m.partition, (counts.get(m.partition) ?? 0) + 1);
-        const metadata = await txn.send({ topic: this.o.backfillTopic, messages: batch });
+        const metadata = await txn.send({ topic: this.opts.backfillTopic, messages: batch });
         for (const r of metadata) {
           const count = counts.get(r.partition) ?? 0;
           if (count > 0 && r.baseOffset !== undefined) {
@@ -98,19 +98,19 @@ export class KafkaRunWriter implements RunWriter {
       await flush();
       const manifest = next(placed);
       await txn.send({
-        topic: this.o.store.topic,
-        messages: [{ key: this.o.runId, value: encodeRunManifest(manifest) }],
+        topic: this.opts.store.topic,
+        messages: [{ key: this.opts.runId, value: encodeRunManifest(manifest) }],
       });
       await txn.commit();
       return manifest;
     } catch (cause) {
       await txn.abort().catch(() => {});
-      const denied = this.denied(cause, `submitting a chunk of run ${this.o.runId}`);
+      const denied = this.denied(cause, `submitting a chunk of run ${this.opts.runId}`);
       if (denied) throw denied;
       throw new SluiceError(
         "TRANSACTION_FAILED",
-        `submitting a chunk of run ${this.o.runId} to ${this.o.backfillTopic} failed (${(cause as Error).message}); nothing of that chunk is visible: run the same command again to resume`,
-        { cause, retriable: true, context: { topic: this.o.backfillTopic } },
+        `submitting a chunk of run ${this.opts.runId} to ${this.opts.backfillTopic} failed (${(cause as Error).message}); nothing of that chunk is visible: run the same command again to resume`,
+        { cause, retriable: true, context: { topic: this.opts.backfillTopic } },
       );
     }
   }
@@ -119,9 +119,13 @@ export class KafkaRunWriter implements RunWriter {
   private denied(cause: unknown, doing: string): SluiceError | undefined {
     return kafkaFailure(cause, {
       doing,
-      kafka: this.o.kafka,
+      kafka: this.opts.kafka,
       access: [
-        { operation: "WRITE", resourceType: "TOPIC", names: [this.o.backfillTopic, this.o.store.topic] },
+        {
+          operation: "WRITE",
+          resourceType: "TOPIC",
+          names: [this.opts.backfillTopic, this.opts.store.topic],
+        },
         {
           operation: "WRITE",
           resourceType: "TRANSACTIONAL_ID",
@@ -147,7 +151,7 @@ export class KafkaRunWriter implements RunWriter {
       partitionErrorCode: 0,
     }));
     return this.partitioner({
-      topic: this.o.backfillTopic,
+      topic: this.opts.backfillTopic,
       partitionMetadata,
       message: { key, value: null },
     });

@@ -6,7 +6,7 @@ import {
   type OutboundMessage,
   type RecordCompletion,
 } from "../delivery/outbound-message.js";
-import type { SluiceEvents } from "../observability/sluice-events.js";
+import type { SluiceEvents } from "../events/sluice-events.js";
 import { SluiceError } from "../sluice-error.js";
 import { OFFSET_CHECKPOINT_KEY } from "./changelog-reader.js";
 import { AtLeastOncePublisher, type ResultPublisher, TransactionalPublisher } from "./result-publisher.js";

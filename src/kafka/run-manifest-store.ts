@@ -27,34 +27,34 @@ export interface RunManifestStoreOptions {
  * (src/kafka/backfill-run-writer.ts).
  */
 export class RunManifestStore {
-  constructor(private readonly o: RunManifestStoreOptions) {}
+  constructor(private readonly opts: RunManifestStoreOptions) {}
 
   get topic(): string {
-    return this.o.topic;
+    return this.opts.topic;
   }
 
   /** Creates the runs topic (1 partition, cleanup.policy=compact) if it does not exist. */
   async ensureTopic(): Promise<void> {
-    await withAdmin(this.o.kafka, async (admin) => {
-      if ((await admin.listTopics()).includes(this.o.topic)) return;
+    await withAdmin(this.opts.kafka, async (admin) => {
+      if ((await admin.listTopics()).includes(this.opts.topic)) return;
       try {
         await admin.createTopics({
           waitForLeaders: true,
           topics: [
             {
-              topic: this.o.topic,
+              topic: this.opts.topic,
               numPartitions: 1,
-              replicationFactor: this.o.replicationFactor,
+              replicationFactor: this.opts.replicationFactor,
               configEntries: [{ name: "cleanup.policy", value: "compact" }],
             },
           ],
         });
       } catch (cause) {
-        if ((await admin.listTopics()).includes(this.o.topic)) return; // created concurrently
+        if ((await admin.listTopics()).includes(this.opts.topic)) return; // created concurrently
         throw new SluiceError(
           "BROKER_UNAVAILABLE",
-          `cannot create the runs topic ${this.o.topic} (topics.runs): ${(cause as Error).message}`,
-          { cause, retriable: true, context: { topic: this.o.topic } },
+          `cannot create the runs topic ${this.opts.topic} (topics.runs): ${(cause as Error).message}`,
+          { cause, retriable: true, context: { topic: this.opts.topic } },
         );
       }
     });
@@ -62,16 +62,16 @@ export class RunManifestStore {
 
   /** The run's last committed manifest, or null when the run (or the runs topic) does not exist. */
   async latest(runId: string): Promise<RunManifest | null> {
-    const ranges = await withAdmin(this.o.kafka, async (admin) => {
-      if (!(await admin.listTopics()).includes(this.o.topic)) return null;
-      const offsets = await admin.fetchTopicOffsets(this.o.topic);
+    const ranges = await withAdmin(this.opts.kafka, async (admin) => {
+      if (!(await admin.listTopics()).includes(this.opts.topic)) return null;
+      const offsets = await admin.fetchTopicOffsets(this.opts.topic);
       return offsets.map((o) => ({ partition: o.partition, startOffset: o.low, endOffset: o.high }));
     });
     if (ranges === null) return null;
     let last: RunManifest | null = null;
     for await (const { partition, message } of readKafkaRanges({
-      kafka: this.o.kafka,
-      topic: this.o.topic,
+      kafka: this.opts.kafka,
+      topic: this.opts.topic,
       ranges,
       groupIdPrefix: `${BACKFILL_GROUP_PREFIX}runs`,
     })) {
@@ -80,7 +80,7 @@ export class RunManifestStore {
         last = null; // a tombstone: the run was deleted
         continue;
       }
-      last = decodeRunManifest(message.value, `${this.o.topic}/${partition}@${message.offset}`);
+      last = decodeRunManifest(message.value, `${this.opts.topic}/${partition}@${message.offset}`);
     }
     return last;
   }

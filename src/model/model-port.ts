@@ -15,7 +15,7 @@ export type ItemOutcome =
       message: string;
     };
 
-export interface BatchRunStats {
+export interface ModelCallStats {
   /** Wall time of the whole batch inside the runner (tokenize + pad + ORT run + postprocess). */
   inferenceMs: number;
   realTokens: number;
@@ -44,7 +44,7 @@ export interface ModelPort {
   run(
     texts: readonly unknown[],
     options?: ModelRunOptions,
-  ): Promise<{ outcomes: ItemOutcome[]; stats: BatchRunStats }>;
+  ): Promise<{ outcomes: ItemOutcome[]; stats: ModelCallStats }>;
   close(): Promise<void>;
 }
 
@@ -60,8 +60,8 @@ export async function runBatch(
   texts: readonly unknown[],
   onWholeBatchFailure: "items" | "throw",
   options?: ModelRunOptions,
-): Promise<{ outcomes: ItemOutcome[]; stats: BatchRunStats }> {
-  let run: { outcomes: ItemOutcome[]; stats: BatchRunStats };
+): Promise<{ outcomes: ItemOutcome[]; stats: ModelCallStats }> {
+  let run: { outcomes: ItemOutcome[]; stats: ModelCallStats };
   try {
     run = await model.run(texts, options);
   } catch (error) {

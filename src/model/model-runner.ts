@@ -7,7 +7,7 @@ import { SluiceError } from "../sluice-error.js";
 import { padSequences, planSubBatches, sliceSubBatches } from "./batch-planner.js";
 import { InferenceWorkerPool } from "./inference-worker-pool.js";
 import { fingerprintModel, type ModelFingerprint } from "./model-fingerprint.js";
-import type { BatchRunStats, ItemOutcome, ModelPort, ModelRunOptions, ModelTask } from "./model-port.js";
+import type { ItemOutcome, ModelCallStats, ModelPort, ModelRunOptions, ModelTask } from "./model-port.js";
 import { type OnnxSummary, readOnnxSummary } from "./onnx-metadata.js";
 import { applyOnnxruntimeTelemetry } from "./onnxruntime-telemetry.js";
 import { classificationOutput, labelsFromMetadata } from "./tasks/classification-task.js";
@@ -194,7 +194,7 @@ export class ModelRunner implements ModelPort {
   async run(
     texts: readonly unknown[],
     options: ModelRunOptions = {},
-  ): Promise<{ outcomes: ItemOutcome[]; stats: BatchRunStats }> {
+  ): Promise<{ outcomes: ItemOutcome[]; stats: ModelCallStats }> {
     const lane = options.lane ?? "online";
     const started = performance.now();
     const outcomes = new Array<ItemOutcome>(texts.length);

@@ -1,5 +1,5 @@
 import type { ModelIdentity } from "../contracts/inference.js";
-import type { BatchRunStats, ItemOutcome, ModelPort } from "./model-port.js";
+import type { ItemOutcome, ModelCallStats, ModelPort } from "./model-port.js";
 
 export interface NoopModelOptions {
   /** Length of the zero embedding returned for every item. Default 384 (same payload size as BGE-small). */
@@ -28,7 +28,7 @@ export class NoopModel implements ModelPort {
     return typeof text === "string" && text.trim().length > 0 ? text.trim().split(/\s+/).length + 2 : 0;
   }
 
-  async run(texts: readonly unknown[]): Promise<{ outcomes: ItemOutcome[]; stats: BatchRunStats }> {
+  async run(texts: readonly unknown[]): Promise<{ outcomes: ItemOutcome[]; stats: ModelCallStats }> {
     const started = performance.now();
     let tokens = 0;
     const outcomes = texts.map((text): ItemOutcome => {

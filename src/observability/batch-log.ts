@@ -1,7 +1,7 @@
 import type { Logger } from "pino";
+import type { MicroBatchReport, SluiceEvents } from "../events/sluice-events.js";
 import { SluiceError } from "../sluice-error.js";
 import { RequestIdHash } from "./request-id-hash.js";
-import type { BatchReport, SluiceEvents } from "./sluice-events.js";
 
 export interface BatchLogOptions {
   /** Usually `logger.child({ component: "batch-log" })`. */
@@ -42,17 +42,17 @@ export class BatchLog {
   }
 
   attach(events: SluiceEvents): () => void {
-    return events.on("batch.completed", (report) => this.write(report));
+    return events.on("microbatch.completed", (report) => this.write(report));
   }
 
   /** Logs one batch (for callers that do not use the event bus). */
-  write(report: BatchReport): void {
+  write(report: MicroBatchReport): void {
     if (!this.logger.isLevelEnabled("info")) return;
     this.logger.info({ batch: this.fields(report) }, "batch");
   }
 
   /** The `batch` object of a log line (exposed for tests and tooling). */
-  fields(report: BatchReport): Record<string, unknown> {
+  fields(report: MicroBatchReport): Record<string, unknown> {
     const waits = [...report.queueWaitMs].sort((a, b) => a - b);
     const listed = report.requestIds.slice(0, this.maxIdsPerLine);
     const partitions = [...new Set(report.sources.map((s) => `${s.topic}:${s.partition}`))].sort();

@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
+import type { SluiceEventMap, SluiceEvents } from "../events/sluice-events.js";
 import { RequestIdHash } from "./request-id-hash.js";
-import type { SluiceEventMap, SluiceEvents } from "./sluice-events.js";
 
 export interface DeadLetterLogOptions {
   /** Usually `logger.child({ component: "dead-letters" })`. */

@@ -6,10 +6,10 @@ import {
   type FreshnessHeartbeat as HeartbeatRecord,
 } from "../contracts/freshness-heartbeat.js";
 import { topicPartitionKey } from "../contracts/topic-partition.js";
+import type { PartitionLag, SluiceEvents } from "../events/sluice-events.js";
 import { kafkaFailure } from "../kafka/kafka-failure.js";
 import { isAccessFailure, SluiceError } from "../sluice-error.js";
 import { PeriodicTask } from "./periodic-task.js";
-import type { PartitionLag, SluiceEvents } from "./sluice-events.js";
 
 export interface FreshnessHeartbeatOptions {
   kafka: Kafka;

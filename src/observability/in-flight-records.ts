@@ -1,5 +1,5 @@
 import { topicPartitionKey } from "../contracts/topic-partition.js";
-import type { SluiceEvents } from "./sluice-events.js";
+import type { SluiceEvents } from "../events/sluice-events.js";
 
 interface PartitionQueue {
   topic: string;

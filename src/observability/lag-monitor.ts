@@ -1,12 +1,12 @@
 import type { Admin, Kafka } from "kafkajs";
 import type { Logger } from "pino";
 import { topicPartitionKey } from "../contracts/topic-partition.js";
+import type { LagSample, PartitionLag, SluiceEvents, TopicLag } from "../events/sluice-events.js";
 import { kafkaFailure } from "../kafka/kafka-failure.js";
 import { isAccessFailure, SluiceError } from "../sluice-error.js";
 import type { InFlightRecords } from "./in-flight-records.js";
 import { PeriodicTask } from "./periodic-task.js";
 import { type ProbedRecord, RecordTimestampReader, type TimestampProbe } from "./record-timestamp-reader.js";
-import type { LagSample, PartitionLag, SluiceEvents, TopicLag } from "./sluice-events.js";
 
 export interface LagMonitorOptions {
   kafka: Kafka;

@@ -1,5 +1,5 @@
 import type { Logger } from "pino";
-import type { SluiceEvents } from "./sluice-events.js";
+import type { SluiceEvents } from "../events/sluice-events.js";
 
 /**
  * What an instance does, from the event bus: the Sluice-level summary lines of the logging policy

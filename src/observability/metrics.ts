@@ -1,7 +1,7 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import { topicPartitionKey } from "../contracts/topic-partition.js";
+import type { LagSample, SluiceEvents } from "../events/sluice-events.js";
 import { SluiceError } from "../sluice-error.js";
-import type { LagSample, SluiceEvents } from "./sluice-events.js";
 
 export interface SluiceMetricsOptions {
   /** Registry to register into. Default: a new private registry (never prom-client's global one). */
@@ -230,7 +230,7 @@ export class SluiceMetrics {
           status,
         ).observe(Math.max(0, e.endToEndMs) / 1000);
       }),
-      events.on("batch.flushed", (e) => {
+      events.on("microbatch.flushed", (e) => {
         const lane = { lane: e.lane ?? "online" };
         this.batches.inc({ reason: e.reason, ...lane });
         this.batchSize.observe(lane, e.size);
@@ -238,7 +238,7 @@ export class SluiceMetrics {
         const wait = this.queueWait.labels(lane);
         for (const ms of e.queueWaitMs) wait.observe(Math.max(0, ms) / 1000);
       }),
-      events.on("batch.inferred", (e) => {
+      events.on("microbatch.inferred", (e) => {
         this.inference.observe({ lane: e.lane ?? "online" }, e.inferenceMs / 1000);
       }),
       events.on("transaction.finished", (e) => {

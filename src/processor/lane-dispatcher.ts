@@ -1,15 +1,15 @@
-import type { BatcherClock } from "../batching/batcher-clock.js";
-import { InFlightRunner } from "../batching/in-flight-runner.js";
-import { type LaneBatch, LaneBatcher } from "../batching/lane-batcher.js";
 import type { Lane } from "../contracts/lane.js";
-import type { SluiceEventMap } from "../observability/sluice-events.js";
+import type { SluiceEventMap } from "../events/sluice-events.js";
+import type { BatcherClock } from "../microbatch/batcher-clock.js";
+import { InFlightRunner } from "../microbatch/in-flight-runner.js";
+import { type LaneBatch, LaneBatcher } from "../microbatch/lane-batcher.js";
 import type { WorkItem } from "./request-intake.js";
 import type { ProcessorSettings } from "./stream-processor-options.js";
 
 export interface LaneDispatcherOptions {
   settings: Pick<ProcessorSettings, "maxBatchSize" | "maxBatchTokens" | "maxWaitMs" | "maxInFlightBatches">;
   clock: BatcherClock;
-  emitFlushed: (payload: SluiceEventMap["batch.flushed"]) => void;
+  emitFlushed: (payload: SluiceEventMap["microbatch.flushed"]) => void;
   /** Runs one formed batch to its completions; must not reject (errors go to `onError`). */
   run: (batch: LaneBatch<WorkItem>) => Promise<void>;
   onError: (error: unknown) => void;
@@ -33,20 +33,20 @@ export class LaneDispatcher {
   private batchMsEstimate = 0;
   private itemMsEstimate = 0;
 
-  constructor(private readonly o: LaneDispatcherOptions) {
-    const s = o.settings;
+  constructor(private readonly opts: LaneDispatcherOptions) {
+    const s = opts.settings;
     const runner = (lane: Lane) =>
       new InFlightRunner<LaneBatch<WorkItem>>({
         limit: s.maxInFlightBatches,
         run: async (batch) => {
           try {
-            await o.run(batch);
+            await opts.run(batch);
           } finally {
             if (lane === "online") this.onlineInBatches -= batch.items.length;
             this.batcher.done(lane);
           }
         },
-        onError: (error) => o.onError(error),
+        onError: (error) => opts.onError(error),
       });
     this.runners = { online: runner("online"), backfill: runner("backfill") };
     this.batcher = new LaneBatcher<WorkItem>({
@@ -55,7 +55,7 @@ export class LaneDispatcher {
       maxWaitMs: s.maxWaitMs,
       onlineSlots: s.maxInFlightBatches,
       backfillSlots: s.maxInFlightBatches,
-      clock: o.clock,
+      clock: opts.clock,
       onBatch: (batch) => this.onBatch(batch),
     });
   }
@@ -102,7 +102,7 @@ export class LaneDispatcher {
   }
 
   private onBatch(batch: LaneBatch<WorkItem>): void {
-    this.o.emitFlushed({
+    this.opts.emitFlushed({
       reason: batch.reason,
       lane: batch.lane,
       size: batch.items.length,

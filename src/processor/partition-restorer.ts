@@ -40,7 +40,7 @@ export interface PartitionRestorerOptions {
  * restore gives its producers back and is retried after `retryMs` while the task is still restoring.
  */
 export class PartitionRestorer {
-  private readonly o: PartitionRestorerOptions;
+  private readonly opts: PartitionRestorerOptions;
   private readonly restores = new Set<Promise<void>>();
   /**
    * Per partition key, the last producer initialisation of this process (settled = done, and closed if
@@ -50,7 +50,7 @@ export class PartitionRestorer {
   private readonly producerInits = new Map<string, Promise<void>>();
 
   constructor(options: PartitionRestorerOptions) {
-    this.o = options;
+    this.opts = options;
   }
 
   /** Starts restoring `tasks` (all restoring) and remembers it so `settled()` can wait for it. */
@@ -67,7 +67,7 @@ export class PartitionRestorer {
   /** After the last restore: releases the sources' connections. */
   async close(): Promise<void> {
     await this.settled();
-    await this.o.sources.close();
+    await this.opts.sources.close();
   }
 
   private async restore(tasks: PartitionTask[], ctx: RestoreContext): Promise<void> {
@@ -83,11 +83,11 @@ export class PartitionRestorer {
       if (failed) throw failed.reason;
       const live = current();
       if (live.length === 0) return;
-      const offsets = await this.o.sources.committedOffsets(live.map((t) => t.tp));
+      const offsets = await this.opts.sources.committedOffsets(live.map((t) => t.tp));
       const restored = await this.readChangelogs(live);
       for (const task of current()) {
         const dedup = new Deduplicator({
-          ttlMs: this.o.dedupTtlMs,
+          ttlMs: this.opts.dedupTtlMs,
           maxEntries: ctx.dedupEntriesPerPartition(),
         });
         const changelog = restored.get(task);
@@ -108,22 +108,22 @@ export class PartitionRestorer {
       }
     } catch (error) {
       const live = current();
-      if (isAccessFailure(error) && this.o.onAccessFailure) {
+      if (isAccessFailure(error) && this.opts.onAccessFailure) {
         // Retrying cannot help (credentials, an ACL, a certificate): give the producers back and stop.
         await Promise.all(live.map((t) => t.takeCommitter()?.close({ commit: false })));
-        this.o.onAccessFailure(error);
+        this.opts.onAccessFailure(error);
         return;
       }
-      this.o.log.warn(
+      this.opts.log.warn(
         {
           partitions: live.map((t) => t.describe()),
           err: error instanceof Error ? error.message : String(error),
         },
-        `partition restore failed; retrying in ${this.o.retryMs} ms`,
+        `partition restore failed; retrying in ${this.opts.retryMs} ms`,
       );
       await Promise.all(live.map((t) => t.takeCommitter()?.close({ commit: false })));
       if (live.length === 0 || ctx.isStopping()) return;
-      await new Promise((r) => setTimeout(r, this.o.retryMs));
+      await new Promise((r) => setTimeout(r, this.opts.retryMs));
       const still = live.filter((t) => t.isRestoring(generations.get(t) as number));
       if (still.length > 0 && !ctx.isStopping()) await this.restore(still, ctx);
     }
@@ -161,7 +161,7 @@ export class PartitionRestorer {
       byChangelog.set(t.changelogTopic, [...(byChangelog.get(t.changelogTopic) ?? []), t]);
     const restored = new Map<PartitionTask, RestoredChangelog>();
     for (const [topic, list] of byChangelog) {
-      const entries = await this.o.sources.readChangelog(
+      const entries = await this.opts.sources.readChangelog(
         topic,
         list.map((t) => t.tp.partition),
       );

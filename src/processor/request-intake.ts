@@ -1,4 +1,3 @@
-import type { BatcherClock } from "../batching/batcher-clock.js";
 import type { RecordHeaders } from "../contracts/codec.js";
 import type { InferenceRequest } from "../contracts/inference.js";
 import { type Lane, runIdFromHeaders } from "../contracts/lane.js";
@@ -6,6 +5,7 @@ import { DECODE_STAGE_CODES, type RequestDecoder } from "../contracts/request-co
 import { type CompletionBuilder, changelogMessages } from "../delivery/completion-builder.js";
 import type { DeadLetterSource } from "../delivery/dead-letter.js";
 import type { OutboundMessage, RecordCompletion } from "../delivery/outbound-message.js";
+import type { BatcherClock } from "../microbatch/batcher-clock.js";
 import type { ModelPort } from "../model/model-port.js";
 import type { PartitionTask } from "./partition-task.js";
 import type { FetchedRecord } from "./processor-ports.js";
@@ -48,7 +48,7 @@ export interface RequestIntakeOptions {
  * away or a work item for the batcher. Every record gets exactly one of the two.
  */
 export class RequestIntake {
-  constructor(private readonly o: RequestIntakeOptions) {}
+  constructor(private readonly opts: RequestIntakeOptions) {}
 
   take(task: PartitionTask, r: FetchedRecord): IntakeResult {
     const timestampMs = Number(r.timestamp);
@@ -60,23 +60,23 @@ export class RequestIntake {
       headers: r.headers as RecordHeaders | undefined,
       timestamp: r.timestamp,
     };
-    const decoded = this.o.decoder.decode(source.value, source.headers, source.key);
+    const decoded = this.opts.decoder.decode(source.value, source.headers, source.key);
     if (!decoded.ok) {
       const stage = DECODE_STAGE_CODES.has(decoded.code) ? "decode" : "validate";
       return {
         kind: "done",
-        completion: this.o.completions.deadLetter(source, {
+        completion: this.opts.completions.deadLetter(source, {
           code: decoded.code,
           message: decoded.message,
           stage,
         }),
       };
     }
-    const now = this.o.clock.now();
+    const now = this.opts.clock.now();
     const dedup = task.dedup as NonNullable<PartitionTask["dedup"]>;
     const { request } = decoded;
     if (dedup.seen(request.id, now))
-      return { kind: "done", completion: this.o.completions.duplicate(timestampMs) };
+      return { kind: "done", completion: this.opts.completions.duplicate(timestampMs) };
     // Remember at intake so a duplicate later in the same batch is caught too. If the transaction
     // carrying this entry fails, the task is reset and the dedup store rebuilt from the changelog.
     const entries = [dedup.remember(request.id, now), ...dedup.evictExpired(now)];
@@ -85,11 +85,11 @@ export class RequestIntake {
     const defaultDeadline =
       task.lane === "backfill"
         ? Number.POSITIVE_INFINITY
-        : (Number.isFinite(timestampMs) ? timestampMs : now) + this.o.defaultTimeoutMs;
+        : (Number.isFinite(timestampMs) ? timestampMs : now) + this.opts.defaultTimeoutMs;
     const deadlineMs = request.deadlineMs ?? defaultDeadline;
     let tokens = 0;
     try {
-      tokens = typeof request.text === "string" ? this.o.model.countTokens(request.text) : 0;
+      tokens = typeof request.text === "string" ? this.opts.model.countTokens(request.text) : 0;
     } catch {
       tokens = 0; // the model reports the real problem per item when the batch runs
     }

@@ -3,8 +3,8 @@ import { type SluiceConfig, type SluiceConfigInput, sluiceConfigSchema } from ".
 import type { Codec } from "../contracts/codec.js";
 import type { RequestDecoder } from "../contracts/request-codec.js";
 import type { ResultEncoder } from "../contracts/result-codec.js";
+import type { SluiceEvents } from "../events/sluice-events.js";
 import type { ModelPort } from "../model/model-port.js";
-import type { SluiceEvents } from "../observability/sluice-events.js";
 import { SluiceError } from "../sluice-error.js";
 
 /** Structured log sink (a pino logger fits). Never pass request text in `obj`. */

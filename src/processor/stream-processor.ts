@@ -1,16 +1,16 @@
-import type { BatcherClock } from "../batching/batcher-clock.js";
-import type { LaneBatch } from "../batching/lane-batcher.js";
 import { RequestDecoder } from "../contracts/request-codec.js";
 import { partitionsByTopic, type TopicPartition, topicPartitionKey } from "../contracts/topic-partition.js";
 import type { CompletionBuilder } from "../delivery/completion-builder.js";
 import type { RecordCompletion } from "../delivery/outbound-message.js";
+import type { SluiceEventMap, SluiceEventName, SluiceEvents } from "../events/sluice-events.js";
 import type { FallbackPolicy } from "../fallback/fallback-policy.js";
+import type { BatcherClock } from "../microbatch/batcher-clock.js";
+import type { LaneBatch } from "../microbatch/lane-batcher.js";
 import type { ModelPort } from "../model/model-port.js";
-import type { SluiceEventMap, SluiceEventName, SluiceEvents } from "../observability/sluice-events.js";
 import { SluiceError } from "../sluice-error.js";
-import { BatchRunner } from "./batch-runner.js";
 import { LaneBackpressure, type LaneCounts } from "./lane-backpressure.js";
 import { LaneDispatcher } from "./lane-dispatcher.js";
+import { MicroBatchRunner } from "./micro-batch-runner.js";
 import type { PartitionRestorer, RestoreContext } from "./partition-restorer.js";
 import { PartitionTask } from "./partition-task.js";
 import type { CommitterFactory, FetchedRecord, RecordSource, TaskCommitter } from "./processor-ports.js";
@@ -53,12 +53,12 @@ export interface ProcessorReadiness {
  * failure it cannot recover from is fatal and reported through `onFatal`.
  */
 export class StreamProcessor {
-  private readonly o: ProcessorSettings;
-  private readonly d: StreamProcessorDeps;
+  private readonly opts: ProcessorSettings;
+  private readonly deps: StreamProcessorDeps;
   private readonly intake: RequestIntake;
   private readonly schemaGate: WriterSchemaGate;
   private readonly dispatcher: LaneDispatcher;
-  private readonly batches: BatchRunner;
+  private readonly batches: MicroBatchRunner;
   private readonly backpressure: LaneBackpressure;
   private readonly tasks = new Map<string, PartitionTask>();
   private readonly restoreContext: RestoreContext;
@@ -72,8 +72,8 @@ export class StreamProcessor {
   private rebalancing = false;
 
   constructor(settings: ProcessorSettings, deps: StreamProcessorDeps) {
-    this.o = settings;
-    this.d = deps;
+    this.opts = settings;
+    this.deps = deps;
     const decoder =
       deps.decoder ??
       new RequestDecoder({ defaultCodec: settings.requestCodec, maxMessageBytes: settings.maxMessageBytes });
@@ -97,12 +97,12 @@ export class StreamProcessor {
     this.dispatcher = new LaneDispatcher({
       settings,
       clock: deps.clock,
-      emitFlushed: (payload) => this.emit("batch.flushed", payload),
+      emitFlushed: (payload) => this.emit("microbatch.flushed", payload),
       // Once stopping, a batch that has not started is left to the next owner (offsets uncommitted).
       run: (batch) => (this.stopping ? this.leaveToNextOwner(batch) : this.batches.run(batch)),
-      onError: (error) => this.d.log.error({ err: String(error) }, "batch handling failed unexpectedly"),
+      onError: (error) => this.deps.log.error({ err: String(error) }, "batch handling failed unexpectedly"),
     });
-    this.batches = new BatchRunner({
+    this.batches = new MicroBatchRunner({
       model: deps.model,
       completions: deps.completions,
       clock: deps.clock,
@@ -118,14 +118,14 @@ export class StreamProcessor {
       createCommitter: (task) => this.createCommitter(task),
       dedupEntriesPerPartition: () => this.dedupEntriesPerPartition(),
       onRestored: (task, info) => {
-        this.d.source.seek(task.tp, info.offset);
-        if (!this.backpressure.pausesLane(task.lane) && !this.stopping) this.d.source.resume([task.tp]);
+        this.deps.source.seek(task.tp, info.offset);
+        if (!this.backpressure.pausesLane(task.lane) && !this.stopping) this.deps.source.resume([task.tp]);
         this.emit("partitions.restored", {
           ...task.tp,
           dedupEntries: info.dedupEntries,
           durationMs: info.durationMs,
         });
-        this.d.log.info({ ...task.tp, ...info }, "partition restored");
+        this.deps.log.info({ ...task.tp, ...info }, "partition restored");
       },
     };
   }
@@ -138,20 +138,20 @@ export class StreamProcessor {
   async start(): Promise<void> {
     if (this.started) throw new SluiceError("INTERNAL", "StreamProcessor.start() called twice");
     this.started = true;
-    await this.d.source.start({
+    await this.deps.source.start({
       onAssigned: (assignment) => this.onAssigned(assignment),
       onRebalancing: () => this.onRebalancing(),
       onRecords: (topic, partition, records, fetchedOffset) =>
         this.onRecords(topic, partition, records, fetchedOffset),
       onFatal: (error) => this.fatal(error),
     });
-    this.d.log.info(
+    this.deps.log.info(
       {
-        groupId: this.o.groupId,
-        topics: this.o.requestTopics,
-        backfillTopics: this.o.backfillTopics,
-        model: this.d.model.identity,
-        delivery: this.o.transactions ? "transactions" : "at-least-once",
+        groupId: this.opts.groupId,
+        topics: this.opts.requestTopics,
+        backfillTopics: this.opts.backfillTopics,
+        model: this.deps.model.identity,
+        delivery: this.opts.transactions ? "transactions" : "at-least-once",
       },
       "stream processor started",
     );
@@ -191,7 +191,7 @@ export class StreamProcessor {
     this.schemaGate.close();
     for (const t of this.tasks.values()) t.cancelReclaim();
     try {
-      this.d.source.pause([...this.tasks.values()].map((t) => t.tp));
+      this.deps.source.pause([...this.tasks.values()].map((t) => t.tp));
     } catch {
       // consumer not running (never started or already crashed)
     }
@@ -200,19 +200,19 @@ export class StreamProcessor {
     this.dispatcher.close();
     const finished = await budget.waitFor(this.dispatcher.whenIdle(), true);
     // Restores in progress see `stopping` and give their producers back; wait so none is left open.
-    await budget.waitFor(this.d.restorer.settled(), true);
+    await budget.waitFor(this.deps.restorer.settled(), true);
     const committed = await budget.waitFor(Promise.all([...this.tasks.values()].map((t) => t.closeClean())));
-    await budget.waitFor(this.d.source.close());
-    await budget.waitFor(this.d.restorer.close());
+    await budget.waitFor(this.deps.source.close());
+    await budget.waitFor(this.deps.restorer.close());
     const stats = {
       leftToNextOwner: this.leftToNextOwner,
       inFlightFinished: finished,
       committed,
       timeoutMs: budget.timeoutMs,
     };
-    if (finished && committed) this.d.log.info(stats, "stream processor stopped");
+    if (finished && committed) this.deps.log.info(stats, "stream processor stopped");
     else
-      this.d.log.warn(
+      this.deps.log.warn(
         stats,
         "stream processor stopped at shutdown.timeoutMs; unfinished work is left to the next owner",
       );
@@ -237,8 +237,8 @@ export class StreamProcessor {
       // Fenced earlier and the group still gives it to us: reclaim it now.
       if (kept?.cancelReclaim()) reclaim.push(kept);
       if (kept) continue;
-      const lane = this.o.backfillTopics.includes(tp.topic) ? "backfill" : "online";
-      const task = new PartitionTask(tp, this.d.changelogTopicOf(tp.topic), lane);
+      const lane = this.opts.backfillTopics.includes(tp.topic) ? "backfill" : "online";
+      const task = new PartitionTask(tp, this.deps.changelogTopicOf(tp.topic), lane);
       this.tasks.set(task.key, task);
       fresh.push(task);
     }
@@ -250,7 +250,8 @@ export class StreamProcessor {
     // The dedup budget is per instance: re-split it over what we own now.
     const perPartition = this.dedupEntriesPerPartition();
     for (const t of this.tasks.values()) t.dedup?.setMaxEntries(perPartition);
-    if (fresh.length + reclaim.length > 0) this.d.restorer.start([...fresh, ...reclaim], this.restoreContext);
+    if (fresh.length + reclaim.length > 0)
+      this.deps.restorer.start([...fresh, ...reclaim], this.restoreContext);
   }
 
   /**
@@ -258,7 +259,7 @@ export class StreamProcessor {
    * down, at least 1 (docs/exactly-once.md). Recomputed on every assignment.
    */
   private dedupEntriesPerPartition(): number {
-    return Math.max(1, Math.floor(this.o.dedupMaxEntries / Math.max(1, this.tasks.size)));
+    return Math.max(1, Math.floor(this.opts.dedupMaxEntries / Math.max(1, this.tasks.size)));
   }
 
   private onRebalancing(): void {
@@ -278,7 +279,7 @@ export class StreamProcessor {
 
   private async createCommitter(task: PartitionTask): Promise<TaskCommitter> {
     let created: TaskCommitter | undefined;
-    created = await this.d.committers(task.tp, task.changelogTopic, {
+    created = await this.deps.committers(task.tp, task.changelogTopic, {
       // Records waiting for commit count toward maxQueuedRecords; a commit may end the pause.
       onCommitted: () => {
         task.committed();
@@ -295,7 +296,7 @@ export class StreamProcessor {
   /** Voids in-flight work of a task and reclaims it from its committed offset. */
   private reset(task: PartitionTask, error: SluiceError): void {
     if (this.stopping || task.state === "revoked" || task.state === "closed") return;
-    this.d.log.warn(
+    this.deps.log.warn(
       { ...task.tp, code: error.code, err: error.message },
       "partition reset: dropping in-flight work and reclaiming from the committed offset",
     );
@@ -304,12 +305,13 @@ export class StreamProcessor {
     this.safePause([task.tp]);
     const generation = task.generation;
     const reclaim = () => {
-      if (task.isRestoring(generation) && !this.stopping) this.d.restorer.start([task], this.restoreContext);
+      if (task.isRestoring(generation) && !this.stopping)
+        this.deps.restorer.start([task], this.restoreContext);
     };
     if (error.code === "PRODUCER_FENCED") {
       // Our membership may be stale and a rebalance on its way: the task waits for the assignment
       // (onAssigned reclaims or revokes) or a few heartbeats (PartitionTask.reclaimAfterFence).
-      task.reclaimAfterFence(this.o, () => this.rebalancing, reclaim);
+      task.reclaimAfterFence(this.opts, () => this.rebalancing, reclaim);
     } else {
       reclaim();
     }
@@ -335,7 +337,7 @@ export class StreamProcessor {
     const verdict = task.accept(records, fetchedOffset);
     if (verdict.kind === "refused") return "refused";
     if (verdict.kind === "reseek") {
-      this.d.source.seek(task.tp, verdict.offset);
+      this.deps.source.seek(task.tp, verdict.offset);
       return "ignored";
     }
     for (const r of verdict.records) this.take(task, r);
@@ -358,7 +360,7 @@ export class StreamProcessor {
     }
     const { item } = taken;
     // Online requests the model cannot serve in time fall back now, before they expire (docs/lanes.md).
-    const now = this.d.clock.now();
+    const now = this.deps.clock.now();
     const reason = this.batches.fallbackFor(item)?.atIntake({
       onlineHeld: this.dispatcher.onlineHeld,
       ahead: this.dispatcher.onlineAhead(item.deadlineMs),
@@ -412,28 +414,28 @@ export class StreamProcessor {
 
   private safePause(tps: TopicPartition[]): void {
     try {
-      this.d.source.pause(tps);
+      this.deps.source.pause(tps);
     } catch (error) {
       // Before the first join kafkajs has no group to pause in; onRecords refuses records instead.
-      this.d.log.warn({ err: String(error) }, "pausing partitions failed");
+      this.deps.log.warn({ err: String(error) }, "pausing partitions failed");
     }
   }
 
   private safeResume(tps: TopicPartition[]): void {
     try {
-      this.d.source.resume(tps);
+      this.deps.source.resume(tps);
     } catch (error) {
       // Only when the consumer is not running (stopping or crashed); never let it break completion.
-      this.d.log.warn({ err: String(error) }, "resuming partitions failed");
+      this.deps.log.warn({ err: String(error) }, "resuming partitions failed");
     }
   }
 
   private emit<K extends SluiceEventName>(name: K, payload: SluiceEventMap[K]): void {
-    this.d.events.emit(name, payload);
+    this.deps.events.emit(name, payload);
   }
 
   private fatal(error: SluiceError): void {
-    this.d.log.error({ code: error.code, err: error.message }, "stream processor cannot continue");
+    this.deps.log.error({ code: error.code, err: error.message }, "stream processor cannot continue");
     this.fatalHandler?.(error);
   }
 }

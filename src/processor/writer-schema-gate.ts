@@ -34,7 +34,7 @@ export class WriterSchemaGate {
     { generation: number; timer?: ReturnType<typeof setTimeout> }
   >();
 
-  constructor(private readonly o: WriterSchemaGateOptions) {}
+  constructor(private readonly opts: WriterSchemaGateOptions) {}
 
   /** True when the records must wait (the caller refuses them); the gate resumes the partition later. */
   holds(task: PartitionTask, records: readonly FetchedRecord[]): boolean {
@@ -43,7 +43,7 @@ export class WriterSchemaGate {
     // A lookup of an older generation (the task was reset meanwhile) no longer resumes anything.
     if (pending?.timer) clearTimeout(pending.timer);
     this.waiting.delete(task);
-    const ids = this.o.decoder.schemaIdsToLoad(records);
+    const ids = this.opts.decoder.schemaIdsToLoad(records);
     if (ids.length === 0) return false;
     this.waiting.set(task, { generation: task.generation });
     void this.load(task, task.generation, ids, 0);
@@ -58,19 +58,19 @@ export class WriterSchemaGate {
 
   private async load(task: PartitionTask, generation: number, ids: number[], attempt: number): Promise<void> {
     try {
-      await this.o.decoder.loadSchemas(ids);
+      await this.opts.decoder.loadSchemas(ids);
     } catch (error) {
       const mine = this.waiting.get(task)?.generation === generation;
       if (!mine || !task.isCurrent(generation)) {
         if (mine) this.waiting.delete(task);
         return;
       }
-      const waitMs = Math.min(this.o.retryMaxMs, this.o.retryInitialMs * 2 ** attempt);
+      const waitMs = Math.min(this.opts.retryMaxMs, this.opts.retryInitialMs * 2 ** attempt);
       const jittered = Math.round(waitMs * (0.8 + 0.4 * Math.random()));
       // An outage heals by itself (warn); refused credentials need a person (error). Both keep the
       // records and retry: dead-lettering a valid record because of the registry would lose it.
       const permanent = isSluiceError(error) && !error.retriable;
-      this.o.log[permanent ? "error" : "warn"](
+      this.opts.log[permanent ? "error" : "warn"](
         {
           ...task.tp,
           schemaIds: ids,
@@ -87,7 +87,7 @@ export class WriterSchemaGate {
     }
     if (this.waiting.get(task)?.generation !== generation) return; // closed or superseded meanwhile
     this.waiting.delete(task);
-    if (attempt > 0) this.o.log.info({ ...task.tp, schemaIds: ids }, "schema registry lookup succeeded");
-    if (task.isCurrent(generation)) this.o.resume(task);
+    if (attempt > 0) this.opts.log.info({ ...task.tp, schemaIds: ids }, "schema registry lookup succeeded");
+    if (task.isCurrent(generation)) this.opts.resume(task);
   }
 }

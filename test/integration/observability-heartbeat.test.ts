@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readFreshness } from "../../src/client/freshness-reader.js";
 import { type FreshnessHeartbeat as Beat, decodeHeartbeat } from "../../src/contracts/freshness-heartbeat.js";
+import { SluiceEvents } from "../../src/events/sluice-events.js";
 import { FreshnessHeartbeat } from "../../src/observability/freshness-heartbeat.js";
 import { LagMonitor } from "../../src/observability/lag-monitor.js";
-import { SluiceEvents } from "../../src/observability/sluice-events.js";
 import {
   commitGroupOffsets,
   createTopics,

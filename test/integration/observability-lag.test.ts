@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { formatStatusTable } from "../../src/app/group-status-table.js";
+import { type LagSample, SluiceEvents } from "../../src/events/sluice-events.js";
 import { readGroupStatus } from "../../src/observability/group-status.js";
 import { InFlightRecords } from "../../src/observability/in-flight-records.js";
 import { LagMonitor } from "../../src/observability/lag-monitor.js";
 import { SluiceMetrics } from "../../src/observability/metrics.js";
-import { type LagSample, SluiceEvents } from "../../src/observability/sluice-events.js";
 import {
   commitGroupOffsets,
   createTopics,

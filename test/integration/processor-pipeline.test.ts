@@ -5,10 +5,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createStreamProcessor } from "../../src/app/stream-processor-factory.js";
 import { encodeRequest } from "../../src/contracts/request-codec.js";
 import { decodeResult } from "../../src/contracts/result-codec.js";
+import { SluiceEvents } from "../../src/events/sluice-events.js";
 import { PartitionCommitter } from "../../src/kafka/partition-committer.js";
 import { changelogTopicFor, ensureTopics } from "../../src/kafka/topic-admin.js";
 import { ModelRunner } from "../../src/model/model-runner.js";
-import { SluiceEvents } from "../../src/observability/sluice-events.js";
 import { produceMessages, testKafka, transactionalProducer, uniqueName } from "../support/kafka-harness.js";
 import { layoutOptions, processorLayout } from "../support/processor-layout.js";
 import { jsonRequestMessages } from "../support/request-messages.js";
@@ -83,7 +83,7 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
     const events = new SluiceEvents();
     const outcomes = countOutcomes(events);
     const flushReasons = new Set<string>();
-    events.on("batch.flushed", (e) => flushReasons.add(e.reason));
+    events.on("microbatch.flushed", (e) => flushReasons.add(e.reason));
     const processor = createStreamProcessor({
       kafka,
       model,
@@ -176,11 +176,11 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
     let resumed = 0;
     let formedNotInferred = 0;
     let maxOverlap = 0;
-    events.on("batch.flushed", () => {
+    events.on("microbatch.flushed", () => {
       formedNotInferred++;
       maxOverlap = Math.max(maxOverlap, formedNotInferred);
     });
-    events.on("batch.inferred", () => formedNotInferred--);
+    events.on("microbatch.inferred", () => formedNotInferred--);
     events.on("consumer.paused", () => paused++);
     events.on("consumer.resumed", () => resumed++);
     const processor = createStreamProcessor({

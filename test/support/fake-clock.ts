@@ -1,4 +1,4 @@
-import type { BatcherClock } from "../../src/batching/batcher-clock.js";
+import type { BatcherClock } from "../../src/microbatch/batcher-clock.js";
 
 /** Manual clock: timers fire only when the test advances time. */
 export class FakeClock implements BatcherClock {

@@ -1,4 +1,4 @@
-import type { SluiceEvents } from "../../src/observability/sluice-events.js";
+import type { SluiceEvents } from "../../src/events/sluice-events.js";
 
 /**
  * Test-side use of the `SluiceEvents` bus: emitting what a pipeline stage would report (unit tests of

@@ -4,9 +4,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../../src/config/config-loader.js";
+import { type MicroBatchReport, SluiceEvents } from "../../../src/events/sluice-events.js";
 import { BatchLog } from "../../../src/observability/batch-log.js";
 import { createLogger } from "../../../src/observability/logger.js";
-import { type BatchReport, SluiceEvents } from "../../../src/observability/sluice-events.js";
 
 const CANARY = "canary-91c2-SECRET-REQUEST-TEXT";
 
@@ -15,7 +15,7 @@ function capture() {
   return { lines, destination: { write: (s: string) => void lines.push(s) } };
 }
 
-const report = (over: Partial<BatchReport> = {}): BatchReport => ({
+const report = (over: Partial<MicroBatchReport> = {}): MicroBatchReport => ({
   reason: "size",
   size: 3,
   tokens: 30,
@@ -40,7 +40,7 @@ describe("BatchLog", () => {
     const logger = createLogger({ destination }).child({ component: "batch-log" });
     const events = new SluiceEvents();
     new BatchLog({ logger }).attach(events);
-    events.emit("batch.completed", report());
+    events.emit("microbatch.completed", report());
     expect(lines).toHaveLength(1);
     const line = JSON.parse(lines[0]!);
     expect(line.component).toBe("batch-log");
@@ -93,7 +93,7 @@ describe("BatchLog", () => {
     });
     const events = new SluiceEvents();
     new BatchLog({ logger: root.child({ component: "batch-log" }) }).attach(events);
-    events.emit("batch.completed", report({ requestIds: ["a", "b", "c"] }));
+    events.emit("microbatch.completed", report({ requestIds: ["a", "b", "c"] }));
     // What a careless component might log: the request, the record, the items of a batch.
     const log = root.child({ component: "stream-processor" });
     log.info({ request: { id: "a", text: CANARY } }, "decoded");

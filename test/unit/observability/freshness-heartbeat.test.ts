@@ -1,7 +1,7 @@
 import type { Kafka } from "kafkajs";
 import { describe, expect, it } from "vitest";
+import { type PartitionLag, SluiceEvents } from "../../../src/events/sluice-events.js";
 import { FreshnessHeartbeat } from "../../../src/observability/freshness-heartbeat.js";
-import { type PartitionLag, SluiceEvents } from "../../../src/observability/sluice-events.js";
 import { emitCommitted } from "../../support/sluice-events-fixtures.js";
 
 // snapshot() is pure bookkeeping over events (no I/O), so no Kafka client is touched here; the

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
+import { SluiceEvents } from "../../../src/events/sluice-events.js";
 import { InFlightRecords } from "../../../src/observability/in-flight-records.js";
-import { SluiceEvents } from "../../../src/observability/sluice-events.js";
 import { emitCommitted } from "../../support/sluice-events-fixtures.js";
 
 function setup() {

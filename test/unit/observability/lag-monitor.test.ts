@@ -1,8 +1,8 @@
 import type { Kafka } from "kafkajs";
 import { describe, expect, it } from "vitest";
+import { SluiceEvents } from "../../../src/events/sluice-events.js";
 import { InFlightRecords } from "../../../src/observability/in-flight-records.js";
 import { LagMonitor } from "../../../src/observability/lag-monitor.js";
-import { SluiceEvents } from "../../../src/observability/sluice-events.js";
 
 /** Broker state the fake admin answers from; tests move it between samples. */
 interface FakeBroker {

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
+import { SluiceEvents } from "../../../src/events/sluice-events.js";
 import { SLUICE_METRIC_NAMES, SluiceMetrics } from "../../../src/observability/metrics.js";
 import { ObservabilityServer } from "../../../src/observability/observability-server.js";
-import { SluiceEvents } from "../../../src/observability/sluice-events.js";
 
 interface Sample {
   name: string;
@@ -54,9 +54,9 @@ describe("SluiceMetrics fed by events, scraped over HTTP", () => {
     const { port } = await server.start({ host: "127.0.0.1", port: 0 });
 
     events.emit("model.loaded", { name: "bge-small-en-v1.5-q", version: "abc123def456", task: "embedding" });
-    events.emit("batch.flushed", { reason: "size", size: 4, tokens: 100, queueWaitMs: [1, 2, 3, 40] });
-    events.emit("batch.flushed", { reason: "wait", size: 1, tokens: 7, queueWaitMs: [12] });
-    events.emit("batch.inferred", {
+    events.emit("microbatch.flushed", { reason: "size", size: 4, tokens: 100, queueWaitMs: [1, 2, 3, 40] });
+    events.emit("microbatch.flushed", { reason: "wait", size: 1, tokens: 7, queueWaitMs: [12] });
+    events.emit("microbatch.inferred", {
       size: 4,
       inferenceMs: 25,
       realTokens: 100,
@@ -215,9 +215,9 @@ describe("SluiceMetrics fed by events, scraped over HTTP", () => {
     const metrics = new SluiceMetrics({ collectDefaultMetrics: false });
     const events = new SluiceEvents();
     metrics.attach(events);
-    events.emit("batch.flushed", { reason: "size", size: 2, tokens: 4, queueWaitMs: [1, 1] });
+    events.emit("microbatch.flushed", { reason: "size", size: 2, tokens: 4, queueWaitMs: [1, 1] });
     metrics.detach();
-    events.emit("batch.flushed", { reason: "size", size: 2, tokens: 4, queueWaitMs: [1, 1] });
+    events.emit("microbatch.flushed", { reason: "size", size: 2, tokens: 4, queueWaitMs: [1, 1] });
     expect(await metrics.scrape()).toContain('sluice_batches_total{reason="size",lane="online"} 1');
   });
 });
@@ -227,14 +227,14 @@ describe("SluiceMetrics lanes and fallbacks", () => {
     const metrics = new SluiceMetrics({ collectDefaultMetrics: false, backfillTopics: ["bf"] });
     const events = new SluiceEvents();
     metrics.attach(events);
-    events.emit("batch.flushed", {
+    events.emit("microbatch.flushed", {
       reason: "fill",
       lane: "backfill",
       size: 3,
       tokens: 9,
       queueWaitMs: [1, 1, 1],
     });
-    events.emit("batch.inferred", {
+    events.emit("microbatch.inferred", {
       lane: "backfill",
       size: 3,
       inferenceMs: 30,

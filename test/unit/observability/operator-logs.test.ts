@@ -1,9 +1,9 @@
 import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
+import { SluiceEvents } from "../../../src/events/sluice-events.js";
 import { DeadLetterLog } from "../../../src/observability/dead-letter-log.js";
 import { LifecycleLog } from "../../../src/observability/lifecycle-log.js";
 import { createLogger, type LogLevel } from "../../../src/observability/logger.js";
-import { SluiceEvents } from "../../../src/observability/sluice-events.js";
 
 const CANARY = "canary-5d1e-REQUEST-TEXT";
 const sha16 = (s: string) => createHash("sha256").update(s, "utf8").digest("hex").slice(0, 16);

@@ -4,9 +4,9 @@ import { defaultConfig } from "../../../src/config/config-schema.js";
 import { RequestDecoder } from "../../../src/contracts/request-codec.js";
 import { RequestWriterSchemas } from "../../../src/contracts/request-writer-schemas.js";
 import { ResultEncoder } from "../../../src/contracts/result-codec.js";
+import { SluiceEvents } from "../../../src/events/sluice-events.js";
 import { classify } from "../../../src/kafka/result-publisher.js";
 import type { ModelPort } from "../../../src/model/model-port.js";
-import { SluiceEvents } from "../../../src/observability/sluice-events.js";
 import { resolveProcessorOptions } from "../../../src/processor/stream-processor-options.js";
 
 const base = {

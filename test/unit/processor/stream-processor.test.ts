@@ -1,15 +1,15 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { systemClock } from "../../../src/batching/batcher-clock.js";
 import { defaultConfig } from "../../../src/config/config-schema.js";
 import { encodeRequest } from "../../../src/contracts/request-codec.js";
 import { ResultEncoder } from "../../../src/contracts/result-codec.js";
 import { type TopicPartition, topicPartitionKey } from "../../../src/contracts/topic-partition.js";
 import { CompletionBuilder } from "../../../src/delivery/completion-builder.js";
 import type { RecordCompletion } from "../../../src/delivery/outbound-message.js";
+import { SluiceEvents } from "../../../src/events/sluice-events.js";
 import { FallbackPolicy } from "../../../src/fallback/fallback-policy.js";
 import { FallbackRules } from "../../../src/fallback/fallback-rules.js";
+import { systemClock } from "../../../src/microbatch/batcher-clock.js";
 import type { ItemOutcome, ModelPort } from "../../../src/model/model-port.js";
-import { SluiceEvents } from "../../../src/observability/sluice-events.js";
 import { PartitionRestorer } from "../../../src/processor/partition-restorer.js";
 import type {
   CommitterHooks,
@@ -458,7 +458,7 @@ describe("StreamProcessor (fake source, committers and model)", () => {
   it("backpressure pauses backfill partitions at half the bound, online ones at the bound", async () => {
     const h = await started({ ...lanes, maxQueuedRecords: 8 }, {}, [P0, B0]);
     const paused: unknown[] = [];
-    h.processor["d"].events.on("consumer.paused", (e) => paused.push(e.lanes));
+    h.processor["deps"].events.on("consumer.paused", (e) => paused.push(e.lanes));
     h.source.deliver(
       B0,
       Array.from({ length: 4 }, (_, i) => record(i, `b-${i}`)),

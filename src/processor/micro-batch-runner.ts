@@ -1,17 +1,17 @@
-import type { BatcherClock } from "../batching/batcher-clock.js";
-import type { LaneBatch } from "../batching/lane-batcher.js";
 import type { FallbackReason } from "../contracts/inference.js";
 import type { CompletionBuilder } from "../delivery/completion-builder.js";
 import type { RecordCompletion } from "../delivery/outbound-message.js";
 import { expiredOutcome, type ResultOutcome } from "../delivery/result-builder.js";
+import type { SluiceEventMap, SluiceEventName } from "../events/sluice-events.js";
 import type { FallbackPolicy } from "../fallback/fallback-policy.js";
+import type { BatcherClock } from "../microbatch/batcher-clock.js";
+import type { LaneBatch } from "../microbatch/lane-batcher.js";
 import { type ModelPort, runBatch } from "../model/model-port.js";
-import type { SluiceEventMap, SluiceEventName } from "../observability/sluice-events.js";
 import type { PartitionTask } from "./partition-task.js";
 import type { WorkItem } from "./request-intake.js";
 
-/** What a BatchRunner needs of the processor (DESIGN.md §6.17: a minimal context, not the owner). */
-export interface BatchRunnerContext {
+/** What a MicroBatchRunner needs of the processor (DESIGN.md §6.17: a minimal context, not the owner). */
+export interface MicroBatchRunnerContext {
   model: ModelPort;
   completions: CompletionBuilder;
   clock: Pick<BatcherClock, "now">;
@@ -29,14 +29,14 @@ export interface BatchRunnerContext {
  * predicted-late online) items answered without the model, the model call in the batch's lane, and
  * per-item outcomes (an online item the model failed for gets the fallback when there are rules).
  */
-export class BatchRunner {
-  constructor(private readonly c: BatchRunnerContext) {}
+export class MicroBatchRunner {
+  constructor(private readonly ctx: MicroBatchRunnerContext) {}
 
   async run(batch: LaneBatch<WorkItem>): Promise<void> {
     const live = (item: WorkItem) => item.task.isCurrent(item.generation);
     const items = batch.items.filter(live);
     if (items.length === 0) return;
-    const startedAt = this.c.clock.now();
+    const startedAt = this.ctx.clock.now();
     const toRun: WorkItem[] = [];
     let expired = 0;
     let fellBack = 0;
@@ -45,7 +45,7 @@ export class BatchRunner {
         item.deadlineMs,
         startedAt,
         items.length,
-        this.c.msPerItem(),
+        this.ctx.msPerItem(),
       );
       if (late !== undefined) {
         fellBack++;
@@ -61,13 +61,13 @@ export class BatchRunner {
     let stats = { inferenceMs: 0, realTokens: 0, paddedTokens: 0 };
     if (toRun.length > 0) {
       const run = await runBatch(
-        this.c.model,
+        this.ctx.model,
         toRun.map((i) => i.request.text),
         "items",
         { lane: batch.lane },
       );
       stats = run.stats;
-      this.c.recordInference(toRun.length, stats.inferenceMs);
+      this.ctx.recordInference(toRun.length, stats.inferenceMs);
       toRun.forEach((item, i) => {
         const outcome = run.outcomes[i] as ResultOutcome;
         if (!outcome.ok) failed++;
@@ -77,9 +77,9 @@ export class BatchRunner {
         else this.finish(item, outcome, startedAt, stats.inferenceMs, toRun.length);
       });
     }
-    this.c.emit("batch.inferred", { lane: batch.lane, size: toRun.length, ...stats, expired, failed });
+    this.ctx.emit("microbatch.inferred", { lane: batch.lane, size: toRun.length, ...stats, expired, failed });
     // The request log's line (BatchLog); ids are hashed there, text never goes on the bus.
-    this.c.emit("batch.completed", {
+    this.ctx.emit("microbatch.completed", {
       reason: batch.reason,
       lane: batch.lane,
       size: items.length,
@@ -97,12 +97,12 @@ export class BatchRunner {
 
   /** The policy that applies to `item`: online items only, and only with rules. */
   fallbackFor(item: WorkItem): FallbackPolicy | undefined {
-    return item.lane === "online" ? this.c.fallback : undefined;
+    return item.lane === "online" ? this.ctx.fallback : undefined;
   }
 
   /** Answers `item` with the fallback rules' output (status fallback). */
   fallback(item: WorkItem, reason: FallbackReason, startedAt: number, inferenceMs = 0, batchSize = 0): void {
-    const rules = this.c.fallback?.rules;
+    const rules = this.ctx.fallback?.rules;
     if (rules === undefined) return;
     const { output } = rules.answer(item.request.text);
     this.finish(
@@ -127,16 +127,16 @@ export class BatchRunner {
       runId: item.runId,
       source: { ...item.task.tp, offset: item.source.offset },
       requestTimestamp: item.timestampMs,
-      model: this.c.model.identity,
+      model: this.ctx.model.identity,
       queueMs: Math.max(0, startedAt - item.enqueuedAtMs),
       inferenceMs,
       batchSize,
-      completedAt: this.c.clock.now(),
+      completedAt: this.ctx.clock.now(),
     };
-    const completion = this.c.completions.outcome(item.source, ctx, outcome, item.changelog);
+    const completion = this.ctx.completions.outcome(item.source, ctx, outcome, item.changelog);
     // Counted by sluice_fallbacks_total{reason} when it commits.
     if (completion.status === "fallback" && "fallbackReason" in outcome)
       completion.fallbackReason = outcome.fallbackReason;
-    this.c.complete(item.task, item.generation, item.source.offset, completion);
+    this.ctx.complete(item.task, item.generation, item.source.offset, completion);
   }
 }

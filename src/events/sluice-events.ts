@@ -1,6 +1,7 @@
 import { EventEmitter } from "node:events";
 import type { FallbackReason } from "../contracts/inference.js";
 import type { Lane } from "../contracts/lane.js";
+import type { FlushReason } from "../microbatch/batch-policy.js";
 
 /**
  * Typed events that every stage emits and observability (metrics, logs, heartbeats) subscribes to
@@ -24,8 +25,8 @@ export interface SluiceEventMap {
     /** Dead letters only: offset, failing stage, request id or key (the dead-letter log hashes them). */
     deadLetter?: { offset: string; stage: string; requestId?: string; key?: string };
   };
-  "batch.flushed": {
-    reason: BatchFlushReason;
+  "microbatch.flushed": {
+    reason: FlushReason;
     /** The lane the batch came from (docs/lanes.md); absent in batch mode. */
     lane?: Lane;
     size: number;
@@ -33,7 +34,7 @@ export interface SluiceEventMap {
     /** per item: flush time − enqueue time */
     queueWaitMs: number[];
   };
-  "batch.inferred": {
+  "microbatch.inferred": {
     lane?: Lane;
     size: number;
     inferenceMs: number;
@@ -65,16 +66,13 @@ export interface SluiceEventMap {
    * One per micro-batch after inference (the batch log's line). Request ids are hashed before they
    * are logged; text never travels on the bus.
    */
-  "batch.completed": BatchReport;
+  "microbatch.completed": MicroBatchReport;
   /** One LagMonitor sample of a consumer group, read from the broker (see docs/observability.md). */
   "lag.sampled": LagSample;
 }
 
-/** Why a micro-batch formed (docs/batching.md; `fill`: backfill filling an idle model, docs/lanes.md). */
-export type BatchFlushReason = "size" | "tokens" | "wait" | "deadline" | "shutdown" | "fill";
-
-export interface BatchReport {
-  reason: BatchFlushReason;
+export interface MicroBatchReport {
+  reason: FlushReason;
   lane?: Lane;
   size: number;
   /** Real tokens the model ran (before padding; items that expired before inference excluded). */

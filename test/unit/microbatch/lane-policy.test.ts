@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { decideLanes, type LaneQueueState, type QueueState } from "../../../src/batching/batch-policy.js";
-import { type LaneBatch, LaneBatcher } from "../../../src/batching/lane-batcher.js";
+import { decideLanes, type LaneQueueState, type QueueState } from "../../../src/microbatch/batch-policy.js";
+import { type LaneBatch, LaneBatcher } from "../../../src/microbatch/lane-batcher.js";
 import { FakeClock } from "../../support/fake-clock.js";
 
 const opts = { maxBatchSize: 4, maxBatchTokens: 100, maxWaitMs: 10, estimatedInferenceMs: 0 };

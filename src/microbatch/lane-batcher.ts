@@ -1,5 +1,5 @@
+import type { Lane } from "../contracts/lane.js";
 import {
-  type BatchLane,
   type BatchPolicyOptions,
   decideLanes,
   type FlushReason,
@@ -14,7 +14,7 @@ export const BATCHER_DEFAULTS = { maxBatchSize: 32, maxBatchTokens: 8192, maxWai
 
 /** A batch of one lane. */
 export interface LaneBatch<T> {
-  lane: BatchLane;
+  lane: Lane;
   items: T[];
   reason: FlushReason;
   /** When the batch was formed, clock ms. */
@@ -167,8 +167,8 @@ export class LaneBatcher<T> {
   private readonly policy: Required<BatchPolicyOptions>;
   private readonly clock: BatcherClock;
   private readonly onBatch: (batch: LaneBatch<T>) => void;
-  private readonly slots: Record<BatchLane, number>;
-  private readonly running: Record<BatchLane, number> = { online: 0, backfill: 0 };
+  private readonly slots: Record<Lane, number>;
+  private readonly running: Record<Lane, number> = { online: 0, backfill: 0 };
   private readonly online = new LaneQueue<T>(true);
   private readonly backfill = new LaneQueue<T>(false);
   private readonly timer: FlushTimer;
@@ -223,7 +223,7 @@ export class LaneBatcher<T> {
     return n;
   }
 
-  add(item: T, meta: { lane: BatchLane; tokens: number; deadlineMs: number | null }): void {
+  add(item: T, meta: { lane: Lane; tokens: number; deadlineMs: number | null }): void {
     if (this.closed) throw new Error("LaneBatcher: add() after close(); create a new batcher");
     if (!Number.isFinite(meta.tokens) || meta.tokens < 0)
       throw new RangeError(`LaneBatcher: tokens must be a finite number ≥ 0, got ${String(meta.tokens)}`);
@@ -233,7 +233,7 @@ export class LaneBatcher<T> {
   }
 
   /** A batch of `lane` handed out by `onBatch` has finished: its slot is free again. */
-  done(lane: BatchLane): void {
+  done(lane: Lane): void {
     this.running[lane] = Math.max(0, this.running[lane] - 1);
     if (!this.closed) this.evaluate();
   }

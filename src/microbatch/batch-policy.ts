@@ -1,3 +1,4 @@
+import type { Lane } from "../contracts/lane.js";
 /**
  * The batching policy: a pure function of the queue and the time (DESIGN.md §6.7, after Triton's
  * `GetDynamicBatch`). `LaneBatcher` owns the queues and the timer; this decides when to flush and
@@ -106,12 +107,6 @@ export function validateBatchPolicyOptions(opts: BatchPolicyOptions, component =
   }
 }
 
-/**
- * The two lanes of the streaming processor (docs/lanes.md). Structurally the same as
- * `contracts/lane.ts` `Lane`; `batching` imports nothing of ours, so it names its own.
- */
-export type BatchLane = "online" | "backfill";
-
 export interface LaneQueueState {
   /** The online lane, in dispatch order: earliest deadline first (`tokenAt(0)` is the earliest). */
   online: QueueState;
@@ -127,7 +122,7 @@ export interface LaneQueueState {
 }
 
 export type LaneDecision =
-  | { flush: true; lane: BatchLane; reason: FlushReason; take: number }
+  | { flush: true; lane: Lane; reason: FlushReason; take: number }
   | { flush: false; waitMs: number };
 
 /**

@@ -5,7 +5,7 @@ import {
   decideBatch,
   type QueueState,
   validateBatchPolicyOptions,
-} from "../../../src/batching/batch-policy.js";
+} from "../../../src/microbatch/batch-policy.js";
 
 const opts: BatchPolicyOptions = {
   maxBatchSize: 4,

@@ -11,7 +11,7 @@ export interface InFlightRunnerOptions<T> {
 }
 
 export class InFlightRunner<T> {
-  private readonly o: InFlightRunnerOptions<T>;
+  private readonly opts: InFlightRunnerOptions<T>;
   private readonly waiting: T[] = [];
   private head = 0;
   private active = 0;
@@ -21,7 +21,7 @@ export class InFlightRunner<T> {
     if (!Number.isInteger(options.limit) || options.limit < 1) {
       throw new RangeError(`InFlightRunner: limit must be an integer >= 1, got ${options.limit}`);
     }
-    this.o = options;
+    this.opts = options;
   }
 
   /** Jobs waiting for a slot. */
@@ -45,16 +45,16 @@ export class InFlightRunner<T> {
   }
 
   private pump(): void {
-    while (this.active < this.o.limit && this.queued > 0) {
+    while (this.active < this.opts.limit && this.queued > 0) {
       const job = this.waiting[this.head++] as T;
       if (this.head === this.waiting.length) {
         this.waiting.length = 0;
         this.head = 0;
       }
       this.active++;
-      void this.o
+      void this.opts
         .run(job)
-        .catch((error) => this.o.onError(error, job))
+        .catch((error) => this.opts.onError(error, job))
         .finally(() => {
           this.active--;
           this.pump();
