@@ -56,6 +56,7 @@ export async function submitBackfill(
     backfillTopic,
     store,
     transactionTimeoutMs: config.delivery.transactionTimeoutMs,
+    maxTransactionBytes: config.delivery.maxTransactionBytes,
   });
   const m = config.model;
   // Everything here changes what the model returns for a row; the model files are its version.

@@ -91,6 +91,7 @@ export async function createBatchRuntime(
       codec: config.topics.resultCodec,
       encoder: await (wire as WireCodecs).resultEncoder(outputTopic),
       transactionTimeoutMs: config.delivery.transactionTimeoutMs,
+      maxTransactionBytes: config.delivery.maxTransactionBytes,
       beforeCommit: seams.beforeTopicCommit,
     });
     stateDir = resolve(request.stateDir ?? `.sluice/batch/${outputTopic}`);

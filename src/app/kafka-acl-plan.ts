@@ -3,7 +3,7 @@ import { RESTORE_GROUP_PREFIX } from "../kafka/changelog-reader.js";
 import type { KafkaOperation, KafkaResourceType } from "../kafka/kafka-failure.js";
 import { BATCH_GROUP_PREFIX } from "../kafka/kafka-range-reader.js";
 import { BATCH_TRANSACTIONAL_ID_PREFIX } from "../kafka/kafka-topic-sink.js";
-import { TransactionalPublisher } from "../kafka/result-publisher.js";
+import { resultTransactionalIdPrefix } from "../kafka/result-publisher.js";
 import { BACKFILL_GROUP_PREFIX, BACKFILL_TRANSACTIONAL_ID_PREFIX } from "../kafka/run-manifest-store.js";
 import { changelogTopicFor } from "../kafka/topic-admin.js";
 import { TIMESTAMP_PROBE_GROUP_PREFIX } from "../observability/record-timestamp-reader.js";
@@ -92,7 +92,7 @@ const COMMANDS: Record<string, (c: SluiceConfig, o: AclPlanOptions) => Acl[]> = 
         ? [
             prefixed(
               "TRANSACTIONAL_ID",
-              TransactionalPublisher.transactionalIdPrefix(group),
+              resultTransactionalIdPrefix(group),
               "WRITE",
               "one transactional producer per input partition",
             ),

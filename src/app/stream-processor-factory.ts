@@ -1,11 +1,12 @@
 import { ResultEncoder } from "../contracts/result-codec.js";
 import { CompletionBuilder } from "../delivery/completion-builder.js";
+import { PartitionCommitter } from "../delivery/partition-committer.js";
 import { fallbackPolicyFor } from "../fallback/fallback-policy.js";
 import { FallbackRules } from "../fallback/fallback-rules.js";
 import { ConsumerLoop } from "../kafka/consumer-loop.js";
-import { PartitionCommitter } from "../kafka/partition-committer.js";
+import { MAX_SEND_BYTES } from "../kafka/record-collector.js";
 import { KafkaRestoreSources } from "../kafka/restore-sources.js";
-import { MAX_SEND_BYTES } from "../kafka/result-publisher.js";
+import { createResultPublisher } from "../kafka/result-publisher.js";
 import { changelogTopicFor } from "../kafka/topic-admin.js";
 import { systemClock } from "../microbatch/batcher-clock.js";
 import { PartitionRestorer } from "../processor/partition-restorer.js";
@@ -56,28 +57,38 @@ export function createStreamProcessor(
     log: o.log,
     ...(wiring.onAccessFailure ? { onAccessFailure: wiring.onAccessFailure } : {}),
   });
-  const committers: CommitterFactory = (tp, changelogTopic, hooks) =>
-    PartitionCommitter.create({
-      kafka: o.kafka,
-      groupId: o.groupId,
-      topic: tp.topic,
-      partition: tp.partition,
-      events: o.events,
-      commitIntervalMs: o.commitIntervalMs,
-      transactionTimeoutMs: o.transactionTimeoutMs,
-      transactions: o.transactions,
-      maxTransactionRecords: o.maxTransactionRecords,
-      maxTransactionBytes: o.maxTransactionBytes,
-      deadLetterTopic: o.deadLetterTopic,
-      onCommitted: hooks.onCommitted,
-      // At-least-once: the offset is committed by our group member after the outputs are acked.
-      commitOffset: (nextOffset) => source.commitOffset(tp, nextOffset),
-      offsetCheckpoint: { topic: changelogTopic, partition: tp.partition },
-      onFailure: (error) => {
-        if (isAccessFailure(error) && wiring.onAccessFailure) wiring.onAccessFailure(error);
-        else hooks.onFailure(error);
+  const committers: CommitterFactory = async (tp, changelogTopic, hooks) => {
+    // With transactions, creating the publisher fences the partition's previous owner.
+    const publisher = await createResultPublisher(
+      { kafka: o.kafka, groupId: o.groupId, topic: tp.topic, partition: tp.partition },
+      {
+        transactions: o.transactions,
+        transactionTimeoutMs: o.transactionTimeoutMs,
+        maxTransactionBytes: o.maxTransactionBytes,
+        // At-least-once: the offset is committed by our group member after the outputs are acked.
+        commitOffset: (nextOffset) => source.commitOffset(tp, nextOffset),
       },
-    });
+    );
+    return new PartitionCommitter(
+      {
+        topic: tp.topic,
+        partition: tp.partition,
+        events: o.events,
+        commitIntervalMs: o.commitIntervalMs,
+        maxTransactionRecords: o.maxTransactionRecords,
+        maxTransactionBytes: o.maxTransactionBytes,
+        deadLetterTopic: o.deadLetterTopic,
+        onCommitted: hooks.onCommitted,
+        offsetCheckpoint: { topic: changelogTopic, partition: tp.partition },
+        onFailure: (error) => {
+          if (isAccessFailure(error) && wiring.onAccessFailure) wiring.onAccessFailure(error);
+          else hooks.onFailure(error);
+        },
+      },
+      publisher,
+      systemClock,
+    );
+  };
   const encoder = o.codecs?.resultEncoder ?? new ResultEncoder({ codec: o.resultCodec });
   const backfillEncoder = o.codecs?.backfillResultEncoder;
   const completions = new CompletionBuilder({

@@ -17,6 +17,14 @@ export interface BatchResultRow {
   source: { topic: string; partition: number; offset: string } | null;
 }
 
+/** A row the sink could not write, ever (e.g. a result the broker refuses as too large even alone). */
+export interface RejectedRow {
+  id: string;
+  row: number;
+  code: string;
+  message: string;
+}
+
 /** Facts a topic sink passes to the engine before it commits, so a crash can be recovered. */
 export interface InFlightShard {
   key: string;
@@ -38,12 +46,13 @@ export interface BatchSink {
   beginShard?(key: string): Promise<InFlightShard>;
   /**
    * Writes one shard's rows atomically: after it resolves they are all visible, after a crash none.
-   * Returns the output location (relative name) and, for files, the SHA-256 of the bytes.
+   * Returns the output location (relative name), for files the SHA-256 of the bytes, and the rows it
+   * left out because they can never be written (the job records them as failed rows).
    */
   writeShard(
     key: string,
     rows: readonly BatchResultRow[],
-  ): Promise<{ output: string; sha256: string | null }>;
+  ): Promise<{ output: string; sha256: string | null; rejected?: RejectedRow[] }>;
   /**
    * Topic sinks only: after a crash, fences the shard's old producer and tells whether its
    * transaction committed (then the shard is done and must not be written again).

@@ -1,11 +1,15 @@
-import { type Kafka, Partitioners, type Producer } from "kafkajs";
+import { type Kafka, Partitioners } from "kafkajs";
 import type { BackfillRecord, RunWriter } from "../backfill/backfill-submission.js";
-import { encodeRunManifest, type PlacedRecords, type RunManifest } from "../backfill/run-manifest.js";
+import {
+  encodeRunManifest,
+  type InvalidRow,
+  type PlacedRecords,
+  type RunManifest,
+} from "../backfill/run-manifest.js";
 import { SluiceError } from "../sluice-error.js";
 import { withAdmin } from "./admin-session.js";
-import { kafkaFailure } from "./kafka-failure.js";
-import { MAX_SEND_BYTES } from "./result-publisher.js";
 import { BACKFILL_TRANSACTIONAL_ID_PREFIX, type RunManifestStore } from "./run-manifest-store.js";
+import { type Send, TransactionalProducer } from "./transactional-producer.js";
 
 export interface KafkaRunWriterOptions {
   kafka: Kafka;
@@ -13,19 +17,22 @@ export interface KafkaRunWriterOptions {
   /** The backfill topic rows go to (the first of `topics.backfill`). */
   backfillTopic: string;
   store: RunManifestStore;
+  /** `delivery.transactionTimeoutMs`. */
   transactionTimeoutMs: number;
+  /** `delivery.maxTransactionBytes`: bounds each send of a chunk's transaction. */
+  maxTransactionBytes: number;
 }
 
 /**
- * The Kafka side of `sluice backfill submit`: one transactional producer per run
- * (`sluice-backfill-submit-<runId>`), so a second submitter of the same run fences the first and
- * aborts its open transaction (DESIGN.md §3). Each chunk is one transaction holding its rows (keyed by
+ * The Kafka side of `sluice backfill submit`, on the one transactional write path
+ * (transactional-producer.ts): one transactional producer per run (`sluice-backfill-submit-<runId>`),
+ * so a second submitter of the same run fences the first and aborts its open transaction (DESIGN.md §3). Each chunk is one transaction holding its rows (keyed by
  * id, partitioned like every Kafka producer: murmur2 of the key) and the run's manifest on the runs
  * topic. Rows are partitioned here, not by kafkajs, so the manifest can record exactly which offsets
  * of each partition hold the run.
  */
 export class KafkaRunWriter implements RunWriter {
-  private producer: Producer | null = null;
+  private producer: TransactionalProducer | null = null;
   private partitions = 0;
   private readonly partitioner = Partitioners.DefaultPartitioner();
 
@@ -44,88 +51,21 @@ export class KafkaRunWriter implements RunWriter {
       return meta.topics[0]?.partitions.length ?? 0;
     });
     await this.opts.store.ensureTopic();
-    const producer = this.opts.kafka.producer({
-      transactionalId: `${BACKFILL_TRANSACTIONAL_ID_PREFIX}${this.opts.runId}`,
-      idempotent: true,
-      maxInFlightRequests: 1,
-      transactionTimeout: this.opts.transactionTimeoutMs,
-      allowAutoTopicCreation: false,
-    });
-    this.producer = producer;
-    try {
-      await producer.connect();
-      // The first transaction runs InitProducerId: it fences an earlier submitter of this run and
-      // waits until that one's open transaction is aborted, so the manifest read next is final.
-      const fence = await producer.transaction();
-      await fence.abort();
-    } catch (cause) {
-      throw this.denied(cause, "starting the run's transactional submitter") ?? cause;
-    }
-    return this.opts.store.latest(this.opts.runId);
-  }
-
-  async commitChunk(
-    records: readonly BackfillRecord[],
-    next: (placed: PlacedRecords[]) => RunManifest,
-  ): Promise<RunManifest> {
-    const producer = this.producer;
-    if (!producer) throw new SluiceError("INTERNAL", "KafkaRunWriter.commitChunk before open()");
-    const txn = await producer.transaction();
-    try {
-      const placed: PlacedRecords[] = [];
-      let batch: { partition: number; key: string; value: Buffer; headers: Record<string, string> }[] = [];
-      let bytes = 0;
-      const flush = async () => {
-        if (batch.length === 0) return;
-        const counts = new Map<number, number>();
-        for (const m of batch) counts.set(m.partition, (counts.get(m.partition) ?? 0) + 1);
-        const metadata = await txn.send({ topic: this.opts.backfillTopic, messages: batch });
-        for (const r of metadata) {
-          const count = counts.get(r.partition) ?? 0;
-          if (count > 0 && r.baseOffset !== undefined) {
-            placed.push({ partition: r.partition, baseOffset: r.baseOffset, count });
-          }
-        }
-        batch = [];
-        bytes = 0;
-      };
-      for (const r of records) {
-        const size = r.value.length + Buffer.byteLength(r.id) + 128;
-        if (bytes + size > MAX_SEND_BYTES) await flush();
-        batch.push({ partition: this.partitionOf(r.id), key: r.id, value: r.value, headers: r.headers });
-        bytes += size;
-      }
-      await flush();
-      const manifest = next(placed);
-      await txn.send({
-        topic: this.opts.store.topic,
-        messages: [{ key: this.opts.runId, value: encodeRunManifest(manifest) }],
-      });
-      await txn.commit();
-      return manifest;
-    } catch (cause) {
-      await txn.abort().catch(() => {});
-      const denied = this.denied(cause, `submitting a chunk of run ${this.opts.runId}`);
-      if (denied) throw denied;
-      throw new SluiceError(
-        "TRANSACTION_FAILED",
-        `submitting a chunk of run ${this.opts.runId} to ${this.opts.backfillTopic} failed (${(cause as Error).message}); nothing of that chunk is visible: run the same command again to resume`,
-        { cause, retriable: true, context: { topic: this.opts.backfillTopic } },
-      );
-    }
-  }
-
-  /** A security failure of the submitter, naming the topics and the transactional-id prefix it needs. */
-  private denied(cause: unknown, doing: string): SluiceError | undefined {
-    return kafkaFailure(cause, {
-      doing,
+    // Opening runs InitProducerId: it fences an earlier submitter of this run and waits until that
+    // one's open transaction is aborted, so the manifest read next is final.
+    this.producer = await TransactionalProducer.open({
       kafka: this.opts.kafka,
+      transactionalId: `${BACKFILL_TRANSACTIONAL_ID_PREFIX}${this.opts.runId}`,
+      transactionTimeoutMs: this.opts.transactionTimeoutMs,
+      maxSendBytes: this.opts.maxTransactionBytes,
+      subject: {
+        name: `run ${this.opts.runId} to ${this.opts.backfillTopic}`,
+        context: { topic: this.opts.backfillTopic, runId: this.opts.runId },
+        retry: "nothing of that chunk is visible: run the same command again to resume",
+        fenced:
+          "another `sluice backfill submit` of this run took over; let it finish (or stop it and run the same command again)",
+      },
       access: [
-        {
-          operation: "WRITE",
-          resourceType: "TOPIC",
-          names: [this.opts.backfillTopic, this.opts.store.topic],
-        },
         {
           operation: "WRITE",
           resourceType: "TRANSACTIONAL_ID",
@@ -134,12 +74,61 @@ export class KafkaRunWriter implements RunWriter {
         },
       ],
     });
+    return this.opts.store.latest(this.opts.runId);
+  }
+
+  async commitChunk(
+    records: readonly BackfillRecord[],
+    next: (placed: PlacedRecords[], refused: InvalidRow[]) => RunManifest,
+  ): Promise<RunManifest> {
+    const producer = this.producer;
+    if (!producer) throw new SluiceError("INTERNAL", "KafkaRunWriter.commitChunk before open()");
+    const pending = records.map((r) => ({
+      row: r,
+      record: {
+        topic: this.opts.backfillTopic,
+        partition: this.partitionOf(r.id),
+        key: r.id,
+        value: r.value,
+        headers: r.headers,
+      },
+    }));
+    const refused: InvalidRow[] = [];
+    let manifest: RunManifest | undefined;
+    // Bounded: each PUBLISH_TOO_LARGE either halves the producer's send bound (a send of several
+    // records) or removes the one row the broker refused alone (an invalid row, not a retry loop).
+    for (;;) {
+      try {
+        await producer.run(
+          {
+            records: pending.map((p) => p.record),
+            closingRecords: (sends) => {
+              manifest = next(placedRows(sends, this.opts.backfillTopic), refused);
+              return [
+                { topic: this.opts.store.topic, key: this.opts.runId, value: encodeRunManifest(manifest) },
+              ];
+            },
+          },
+          `submitting a chunk of ${records.length} rows`,
+        );
+        break;
+      } catch (error) {
+        const failure = error as SluiceError;
+        const index = failure.context?.["recordIndex"];
+        if (failure.code !== "PUBLISH_TOO_LARGE" || typeof index !== "number" || index >= pending.length)
+          throw error;
+        if (Number(failure.context["records"]) > 1) continue;
+        const [gone] = pending.splice(index, 1);
+        if (gone) refused.push(tooLargeRow(gone.row, this.opts.backfillTopic));
+      }
+    }
+    return manifest as RunManifest;
   }
 
   async close(): Promise<void> {
     const p = this.producer;
     this.producer = null;
-    await p?.disconnect().catch(() => {});
+    await p?.close();
   }
 
   private partitionOf(key: string): number {
@@ -156,4 +145,31 @@ export class KafkaRunWriter implements RunWriter {
       message: { key, value: null },
     });
   }
+}
+
+/** Where each send put the run's rows: per partition, the base offset and how many records follow it. */
+function placedRows(sends: readonly Send[], topic: string): PlacedRecords[] {
+  const placed: PlacedRecords[] = [];
+  for (const send of sends) {
+    const counts = new Map<number, number>();
+    for (const m of send.records) {
+      if (m.topic === topic && m.partition !== undefined)
+        counts.set(m.partition, (counts.get(m.partition) ?? 0) + 1);
+    }
+    for (const r of send.metadata) {
+      const count = counts.get(r.partition) ?? 0;
+      if (r.topicName === topic && count > 0 && r.baseOffset !== undefined) {
+        placed.push({ partition: r.partition, baseOffset: r.baseOffset, count });
+      }
+    }
+  }
+  return placed;
+}
+
+function tooLargeRow(record: BackfillRecord, topic: string): InvalidRow {
+  return {
+    row: record.row,
+    code: "PUBLISH_TOO_LARGE",
+    message: `row ${record.row} (${record.value.length} bytes as a request) is refused by the broker as too large for ${topic} even alone; raise the topic's max.message.bytes or lower delivery.maxMessageBytes to reject such rows earlier`,
+  };
 }

@@ -1,4 +1,5 @@
 import type { Kafka } from "kafkajs";
+import { OFFSET_CHECKPOINT_KEY } from "../delivery/partition-committer.js";
 import { SluiceError } from "../sluice-error.js";
 import { type KafkaAccess, kafkaFailure } from "./kafka-failure.js";
 
@@ -18,20 +19,6 @@ export interface RestoredPartition {
   /** Next input offset recorded by the last committed transaction; undefined when none was. */
   nextOffset: string | undefined;
 }
-
-/**
- * Key of the offset checkpoint record that every partition transaction writes to its changelog
- * partition (value: next input offset, decimal). Why it exists: kafkajs cannot send OffsetFetch with
- * `require_stable` (v7+, KIP-447), and the group coordinator materialises a committed transaction's
- * offsets asynchronously, so right after fencing the previous owner an OffsetFetch may still return
- * the older offset. The changelog is read `read_committed` after the fence, when the commit marker is
- * already in that partition, so this record is always current. 0xFF never occurs in UTF-8, so the
- * key cannot collide with a request id.
- */
-export const OFFSET_CHECKPOINT_KEY: Buffer = Buffer.concat([
-  Buffer.from([0xff]),
-  Buffer.from("sluice.next-offset"),
-]);
 
 export interface ChangelogReaderOptions {
   kafka: Kafka;

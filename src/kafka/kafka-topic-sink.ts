@@ -1,12 +1,15 @@
-import type { Kafka, Producer } from "kafkajs";
-import type { BatchResultRow, BatchSink, InFlightShard } from "../batch/batch-sink.js";
+import type { Kafka } from "kafkajs";
+import type { BatchResultRow, BatchSink, InFlightShard, RejectedRow } from "../batch/batch-sink.js";
 import type { Codec } from "../contracts/codec.js";
 import type { InferenceResult } from "../contracts/inference.js";
 import { ResultEncoder } from "../contracts/result-codec.js";
+import type { OutboundMessage } from "../delivery/outbound-message.js";
 import { SluiceError } from "../sluice-error.js";
 import { withAdmin } from "./admin-session.js";
-import { kafkaFailure } from "./kafka-failure.js";
+import type { KafkaAccess } from "./kafka-failure.js";
 import { readKafkaRanges } from "./kafka-range-reader.js";
+import type { FailureSubject } from "./produce-failure.js";
+import { TransactionalProducer } from "./transactional-producer.js";
 
 /** Transactional-id prefix of batch mode's shard producers (needs a PREFIXED WRITE ACL). */
 export const BATCH_TRANSACTIONAL_ID_PREFIX = "sluice-batch-";
@@ -23,10 +26,10 @@ export interface KafkaTopicSinkOptions {
   codec?: Codec;
   /** A ready encoder for this topic (src/app/wire-codecs.ts; needed for avro-registry); default: built from codec. */
   encoder?: ResultEncoder;
-  /** Records per send() inside a shard's transaction. Default 500. */
-  sendChunkRecords?: number;
   /** Transaction timeout, ms (`delivery.transactionTimeoutMs`; a shard must be produced within it). */
   transactionTimeoutMs: number;
+  /** Most estimated bytes per send inside a shard's transaction (`delivery.maxTransactionBytes`). */
+  maxTransactionBytes: number;
   /**
    * Runs inside each shard's transaction, after the last send and before the commit. A seam for tests
    * (src/app/batch-seams.ts: hold a transaction open to kill the producer in it); production sets none.
@@ -35,9 +38,12 @@ export interface KafkaTopicSinkOptions {
 }
 
 /**
- * Publishes each shard as one Kafka transaction, keyed by request id. The transactional id is derived
- * from the run id and the shard, so a retry of the same shard fences the crashed producer and aborts its
- * open transaction (DESIGN.md §3). If a crash hit after the commit but before the manifest update,
+ * Publishes each shard as one Kafka transaction, keyed by request id, through the one transactional
+ * write path (transactional-producer.ts: byte-bounded sends, fencing, classification). The
+ * transactional id is derived from the run id and the shard, so a retry of the same shard fences the
+ * crashed producer and aborts its open transaction (DESIGN.md §3). A result the broker refuses as too
+ * large even alone is returned as a rejected row (the job records it as a failed row with its reason);
+ * the shard commits without it instead of failing on every rerun. If a crash hit after the commit but before the manifest update,
  * `recoverInFlight` finds the committed records by their run/shard headers and the shard is not redone.
  * Results are `InferenceResult`s (the streaming contract); `timing.completedAt` is the publish time.
  */
@@ -46,7 +52,7 @@ export class KafkaTopicSink implements BatchSink {
   readonly format: string;
   runId: string | undefined;
   private readonly encoder: ResultEncoder;
-  private producer: Producer | null = null;
+  private producer: TransactionalProducer | null = null;
   private currentKey: string | null = null;
 
   constructor(private readonly opts: KafkaTopicSinkOptions) {
@@ -74,67 +80,71 @@ export class KafkaTopicSink implements BatchSink {
   }
 
   async beginShard(key: string): Promise<InFlightShard> {
-    if (!this.runId)
-      throw new SluiceError("INTERNAL", "KafkaTopicSink.runId must be set before writing shards");
-    const transactionalId = `${BATCH_TRANSACTIONAL_ID_PREFIX}${this.runId}-${key}`;
     await this.dropProducer();
-    this.producer = this.newProducer(transactionalId);
-    await this.producer.connect();
+    const transactionalId = this.transactionalId(key);
+    // Opening initialises the transactional id: a crashed earlier attempt at this shard is fenced and
+    // its open transaction aborted before the end offsets are read.
+    this.producer = await this.openProducer(key);
     this.currentKey = key;
     return { key, transactionalId, outputOffsets: await this.endOffsets() };
   }
 
-  async writeShard(key: string, rows: readonly BatchResultRow[]): Promise<{ output: string; sha256: null }> {
-    if (!this.producer || this.currentKey !== key) {
+  async writeShard(
+    key: string,
+    rows: readonly BatchResultRow[],
+  ): Promise<{ output: string; sha256: null; rejected: RejectedRow[] }> {
+    const producer = this.producer;
+    if (!producer || this.currentKey !== key) {
       throw new SluiceError("INTERNAL", `KafkaTopicSink.writeShard(${key}) without beginShard`);
     }
-    const headers = { [RUN_HEADER]: this.runId!, [SHARD_HEADER]: key };
-    const chunk = this.opts.sendChunkRecords ?? 500;
-    const txn = await this.producer.transaction().catch(async (cause: unknown) => {
-      await this.dropProducer();
-      throw this.denied(cause, `starting the transaction of shard ${key}`) ?? cause;
-    });
-    try {
-      for (let i = 0; i < rows.length; i += chunk) {
-        const completedAt = Date.now();
-        await txn.send({
+    const headers = { [RUN_HEADER]: this.runId as string, [SHARD_HEADER]: key };
+    const completedAt = Date.now();
+    const pending = rows.map((r): { row: BatchResultRow; record: OutboundMessage } => {
+      const encoded = this.encoder.encode(toResult(r, completedAt));
+      return {
+        row: r,
+        record: {
           topic: this.opts.topic,
-          messages: rows.slice(i, i + chunk).map((r) => {
-            const encoded = this.encoder.encode(toResult(r, completedAt));
-            return { key: r.id, value: encoded.value, headers: { ...encoded.headers, ...headers } };
-          }),
-        });
+          key: r.id,
+          value: encoded.value,
+          headers: { ...encoded.headers, ...headers },
+        },
+      };
+    });
+    const rejected: RejectedRow[] = [];
+    // Bounded: each PUBLISH_TOO_LARGE either halves the producer's send bound (a send of several
+    // records) or removes the one record the broker refused alone.
+    for (;;) {
+      try {
+        await producer.run(
+          {
+            records: pending.map((p) => p.record),
+            beforeCommit: () => this.opts.beforeCommit?.(key) ?? Promise.resolve(),
+          },
+          "publishing",
+        );
+        break;
+      } catch (error) {
+        const index = (error as SluiceError).context?.["recordIndex"];
+        if ((error as SluiceError).code === "PUBLISH_TOO_LARGE" && typeof index === "number") {
+          const records = Number((error as SluiceError).context["records"]);
+          if (records > 1) continue;
+          const [refused] = pending.splice(index, 1);
+          if (refused) rejected.push(tooLargeRow(refused.row, refused.record, this.opts.topic));
+          continue;
+        }
+        await this.dropProducer();
+        throw error;
       }
-      await this.opts.beforeCommit?.(key);
-      await txn.commit();
-    } catch (cause) {
-      await txn.abort().catch(() => {});
-      await this.dropProducer();
-      const denied = this.denied(cause, `publishing shard ${key}`);
-      if (denied) throw denied;
-      throw new SluiceError(
-        "TRANSACTION_FAILED",
-        `publishing shard ${key} to ${this.opts.topic} failed; rerun the same command to retry it`,
-        { cause, retriable: true, context: { topic: this.opts.topic } },
-      );
     }
     await this.dropProducer();
-    return { output: this.uri, sha256: null };
+    return { output: this.uri, sha256: null, rejected };
   }
 
   async recoverInFlight(shard: InFlightShard): Promise<{ committed: boolean; records: number }> {
     // A new producer with the same transactional id fences the old one; InitProducerId also waits for
     // an in-progress commit to finish and aborts an open transaction, so the log is settled afterwards.
-    const producer = this.newProducer(shard.transactionalId);
-    try {
-      await producer.connect();
-      const txn = await producer.transaction();
-      await txn.abort();
-    } catch (cause) {
-      throw this.denied(cause, `fencing the producer of shard ${shard.key}`) ?? cause;
-    } finally {
-      await producer.disconnect().catch(() => {});
-    }
+    await (await this.openProducer(shard.key, shard.transactionalId)).close();
     const end = await this.endOffsets();
     const ranges = shard.outputOffsets.map((o) => ({
       partition: o.partition,
@@ -158,30 +168,23 @@ export class KafkaTopicSink implements BatchSink {
     await this.dropProducer();
   }
 
-  /** A security failure of the shard producer, naming the topic and transactional-id prefix it needs. */
-  private denied(cause: unknown, doing: string): SluiceError | undefined {
-    return kafkaFailure(cause, {
-      doing,
-      kafka: this.opts.kafka,
-      access: [
-        { operation: "WRITE", resourceType: "TOPIC", names: [this.opts.topic] },
-        {
-          operation: "WRITE",
-          resourceType: "TRANSACTIONAL_ID",
-          names: [BATCH_TRANSACTIONAL_ID_PREFIX],
-          prefixed: true,
-        },
-      ],
-    });
+  private transactionalId(key: string): string {
+    if (!this.runId)
+      throw new SluiceError("INTERNAL", "KafkaTopicSink.runId must be set before writing shards");
+    return `${BATCH_TRANSACTIONAL_ID_PREFIX}${this.runId}-${key}`;
   }
 
-  private newProducer(transactionalId: string): Producer {
-    return this.opts.kafka.producer({
+  private openProducer(
+    key: string,
+    transactionalId = this.transactionalId(key),
+  ): Promise<TransactionalProducer> {
+    return TransactionalProducer.open({
+      kafka: this.opts.kafka,
       transactionalId,
-      idempotent: true,
-      maxInFlightRequests: 1,
-      transactionTimeout: this.opts.transactionTimeoutMs,
-      allowAutoTopicCreation: false,
+      transactionTimeoutMs: this.opts.transactionTimeoutMs,
+      maxSendBytes: this.opts.maxTransactionBytes,
+      subject: shardSubject(key, this.runId as string, this.opts.topic),
+      access: [SHARD_ACCESS],
     });
   }
 
@@ -189,7 +192,7 @@ export class KafkaTopicSink implements BatchSink {
     const p = this.producer;
     this.producer = null;
     this.currentKey = null;
-    await p?.disconnect().catch(() => {});
+    await p?.close();
   }
 
   private async endOffsets(): Promise<{ partition: number; offset: string }[]> {
@@ -214,5 +217,32 @@ function toResult(r: BatchResultRow, completedAt: number): InferenceResult {
     attributes: r.attributes,
     truncated: r.truncated,
     error: null,
+  };
+}
+
+/** What a shard producer needs besides WRITE on the output topic (named in an AUTHORIZATION_FAILED). */
+const SHARD_ACCESS: KafkaAccess = {
+  operation: "WRITE",
+  resourceType: "TRANSACTIONAL_ID",
+  names: [BATCH_TRANSACTIONAL_ID_PREFIX],
+  prefixed: true,
+};
+
+function shardSubject(key: string, runId: string, topic: string): FailureSubject {
+  return {
+    name: `shard ${key} of run ${runId} to ${topic}`,
+    context: { topic, shard: key, runId },
+    retry: "nothing of the shard is visible: rerun the same command to retry it",
+    fenced: "another process writes this run now: let it finish, or stop it and rerun the same command",
+  };
+}
+
+function tooLargeRow(row: BatchResultRow, record: OutboundMessage, topic: string): RejectedRow {
+  const bytes = (record.value as Buffer).length;
+  return {
+    id: row.id,
+    row: row.row,
+    code: "PUBLISH_TOO_LARGE",
+    message: `the broker refused this row's result (${bytes} bytes) as too large for ${topic} even alone; raise the topic's max.message.bytes to publish it`,
   };
 }

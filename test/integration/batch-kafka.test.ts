@@ -200,7 +200,12 @@ describe("batch mode over Kafka", () => {
     const job = () =>
       new BatchJob({
         source: new FileSource({ path: input }),
-        sink: new KafkaTopicSink({ kafka, topic: output, transactionTimeoutMs: 60_000 }),
+        sink: new KafkaTopicSink({
+          kafka,
+          topic: output,
+          transactionTimeoutMs: 60_000,
+          maxTransactionBytes: 524_288,
+        }),
         model,
         stateDir: state,
         shardSize: 4,

@@ -5,7 +5,7 @@ import type { Kafka } from "kafkajs";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createStreamProcessor } from "../../src/app/stream-processor-factory.js";
 import { SluiceEvents } from "../../src/events/sluice-events.js";
-import { PartitionCommitter } from "../../src/kafka/partition-committer.js";
+import { createResultPublisher } from "../../src/kafka/result-publisher.js";
 import { ensureTopics } from "../../src/kafka/topic-admin.js";
 import { ModelRunner } from "../../src/model/model-runner.js";
 import type { StreamProcessorOptions } from "../../src/processor/stream-processor-options.js";
@@ -168,19 +168,10 @@ describe("StreamProcessor at-least-once mode (real Kafka, tiny model)", () => {
 
   it("refuses at-least-once without a way to commit offsets", async () => {
     await expect(
-      PartitionCommitter.create({
-        kafka: testKafka(),
-        groupId: "g",
-        topic: "t",
-        partition: 0,
-        events: new SluiceEvents(),
-        commitIntervalMs: 100,
-        transactionTimeoutMs: 60_000,
-        maxTransactionRecords: 500,
-        maxTransactionBytes: 524_288,
-        transactions: false,
-        onFailure: () => {},
-      }),
+      createResultPublisher(
+        { kafka: testKafka(), groupId: "g", topic: "t", partition: 0 },
+        { transactions: false, transactionTimeoutMs: 60_000, maxTransactionBytes: 524_288 },
+      ),
     ).rejects.toMatchObject({ code: "CONFIG_INVALID" });
   });
 });

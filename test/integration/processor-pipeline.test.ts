@@ -6,7 +6,7 @@ import { createStreamProcessor } from "../../src/app/stream-processor-factory.js
 import { encodeRequest } from "../../src/contracts/request-codec.js";
 import { decodeResult } from "../../src/contracts/result-codec.js";
 import { SluiceEvents } from "../../src/events/sluice-events.js";
-import { PartitionCommitter } from "../../src/kafka/partition-committer.js";
+import { resultTransactionalId } from "../../src/kafka/result-publisher.js";
 import { changelogTopicFor, ensureTopics } from "../../src/kafka/topic-admin.js";
 import { ModelRunner } from "../../src/model/model-runner.js";
 import { produceMessages, testKafka, transactionalProducer, uniqueName } from "../support/kafka-harness.js";
@@ -224,7 +224,7 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
     await produce(kafka, requestTopic, first);
     await readCommitted(layout.results, { expected: first.length, settleMs: 300 });
     // Another producer takes the partition's transactional id, as a new owner would.
-    const usurper = transactionalProducer(PartitionCommitter.transactionalId(group, requestTopic, 0), kafka);
+    const usurper = transactionalProducer(resultTransactionalId(group, requestTopic, 0), kafka);
     await usurper.connect();
     const txn = await usurper.transaction();
     await txn.abort();

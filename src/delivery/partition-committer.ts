@@ -1,43 +1,62 @@
-import type { Kafka } from "kafkajs";
-import { withoutPayload } from "../delivery/completion-builder.js";
-import { type CommittableRange, OffsetTracker } from "../delivery/offset-tracker.js";
-import {
-  completionBytes,
-  type OutboundMessage,
-  type RecordCompletion,
-} from "../delivery/outbound-message.js";
 import type { SluiceEvents } from "../events/sluice-events.js";
+import type { BatcherClock } from "../microbatch/batcher-clock.js";
 import { SluiceError } from "../sluice-error.js";
-import { OFFSET_CHECKPOINT_KEY } from "./changelog-reader.js";
-import { AtLeastOncePublisher, type ResultPublisher, TransactionalPublisher } from "./result-publisher.js";
+import { withoutPayload } from "./completion-builder.js";
+import { type CommittableRange, OffsetTracker } from "./offset-tracker.js";
+import { completionBytes, type OutboundMessage, type RecordCompletion } from "./outbound-message.js";
+
+/**
+ * Key of the offset checkpoint record that every partition transaction writes to its changelog
+ * partition (value: next input offset, decimal). Why it exists: kafkajs cannot send OffsetFetch with
+ * `require_stable` (v7+, KIP-447), and the group coordinator materialises a committed transaction's
+ * offsets asynchronously, so right after fencing the previous owner an OffsetFetch may still return
+ * the older offset. The changelog is read `read_committed` after the fence, when the commit marker is
+ * already in that partition, so this record is always current (src/kafka/changelog-reader.ts). 0xFF
+ * never occurs in UTF-8, so the key cannot collide with a request id.
+ */
+export const OFFSET_CHECKPOINT_KEY: Buffer = Buffer.concat([
+  Buffer.from([0xff]),
+  Buffer.from("sluice.next-offset"),
+]);
+
+/**
+ * What one commit of an input partition publishes: the outputs (results, dead letters), the
+ * bookkeeping (dedup changelog entries and the offset checkpoint) and the consumer offset
+ * (`nextOffset` = last covered offset + 1).
+ */
+export interface PublishUnit {
+  outputs: OutboundMessage[];
+  bookkeeping: OutboundMessage[];
+  nextOffset: string;
+}
+
+/**
+ * How a `PartitionCommitter` makes a unit visible (src/kafka/result-publisher.ts: in a Kafka
+ * transaction, or at least once). Implementations throw a classified `SluiceError` (PRODUCER_FENCED,
+ * TRANSACTION_FAILED or PUBLISH_FAILED) and are not used again after a throw, except
+ * PUBLISH_TOO_LARGE: the broker refused a record or batch as too large, the unit was aborted
+ * (transactions) and the publisher stays usable, so the caller can retry in smaller units.
+ */
+export interface ResultPublisher {
+  publish(unit: PublishUnit): Promise<void>;
+  close(): Promise<void>;
+}
 
 /**
  * Resolved options (defaults and cross-field rules live in the config schema, src/config). The
  * processor's composition root fills them from the configuration.
  */
 export interface PartitionCommitterOptions {
-  kafka: Kafka;
-  groupId: string;
   topic: string;
   partition: number;
   events: SluiceEvents;
   /** How long a transaction may collect completed records before it commits, ms (0 = at once). */
   commitIntervalMs: number;
-  /** Broker-side transaction timeout, ms. */
-  transactionTimeoutMs: number;
   /**
    * Changelog partition that receives the offset checkpoint record (OFFSET_CHECKPOINT_KEY) in every
    * transaction; see changelog-reader.ts for why. Omit to rely on the group's committed offset only.
    */
   offsetCheckpoint?: { topic: string; partition: number };
-  /**
-   * true: every commit is one Kafka transaction with the consumer offset (exactly-once style,
-   * docs/exactly-once.md). false: at-least-once, a plain idempotent producer followed by
-   * `commitOffset` (required then).
-   */
-  transactions: boolean;
-  /** At-least-once only: commits the group offset (next offset to read) through the consumer. */
-  commitOffset?: (nextOffset: string) => Promise<void>;
   /** Most input records per transaction; the rest of the completed prefix follows right after. */
   maxTransactionRecords: number;
   /**
@@ -58,28 +77,34 @@ export interface PartitionCommitterOptions {
 }
 
 /**
- * Publishes the outputs of one input partition with its consumer offset: in Kafka transactions
- * (default) or, with `transactions: false`, at least once (see result-publisher.ts). This class owns
- * what both modes share: the contiguous completed prefix, the commit cadence, sticky errors, events.
+ * Commits the outputs of one input partition with its consumer offset through a `ResultPublisher`
+ * (in Kafka transactions, or at least once; src/kafka/result-publisher.ts). Transport-free: this
+ * class owns the rules both modes share, tested with a fake publisher and a fake clock:
+ * - only the contiguous completed prefix is committed (OffsetTracker);
+ * - cadence: every `commitIntervalMs`, at once when a transaction's worth (records or bytes) waits,
+ *   and on `commitSoon` (backpressure);
+ * - slicing: each transaction takes at most `maxTransactionRecords` / `maxTransactionBytes`, cut at a
+ *   record boundary so its offset covers exactly its outputs;
+ * - halving: a unit the broker refuses as too large (PUBLISH_TOO_LARGE) is split in two, each half
+ *   with its own offset, down to one record, whose outputs are then replaced by a payload-less dead
+ *   letter (once); only if that fails too the committer fails;
+ * - sticky errors: after a failed unit the committer refuses further work and reports once through
+ *   `onFailure`; the owner drops in-flight work and builds a fresh committer;
+ * - events: `transaction.finished` per unit and `record.outcome` per committed record.
  *
- * kafkajs 2.2.4 has no KIP-447, so fencing works per input partition: the transactional id is
- * derived from group, topic and partition, and whoever initialises it last owns the partition; an
- * older owner's next transactional request fails with INVALID_PRODUCER_EPOCH. `create()` performs
- * that initialisation before returning, which also aborts any transaction the previous owner left
- * open. Only the contiguous completed prefix of the partition is committed (see OffsetTracker).
- *
- * Errors are sticky: after a failed transaction the committer refuses further work and reports
- * once through `onFailure`; the owner drops in-flight work and builds a fresh committer.
+ * The publisher is made (and, with transactions, has fenced the partition's previous owner) before
+ * the committer, by src/kafka/partition-committer-factory.ts.
  */
 export class PartitionCommitter {
   readonly topic: string;
   readonly partition: number;
-  private readonly publisher: ResultPublisher;
   private readonly opts: PartitionCommitterOptions;
   private readonly commitIntervalMs: number;
   private readonly maxTransactionRecords: number;
   private readonly maxTransactionBytes: number;
   private readonly tracker = new OffsetTracker<RecordCompletion>();
+  private readonly publisher: ResultPublisher;
+  private readonly clock: BatcherClock;
   /** Records handed to the transaction being published (not yet committed). */
   private inTransaction = 0;
   /** Completed since the last take: an early commit starts when they would fill a transaction. */
@@ -87,48 +112,27 @@ export class PartitionCommitter {
   private completedBytes = 0;
   /** Set when commitSoon() is called while a commit runs: the running one continues with a new slice. */
   private commitRequested = false;
-  private timer: NodeJS.Timeout | undefined;
+  private timer: unknown;
   private committing: Promise<void> | undefined;
   private failure: SluiceError | undefined;
   private closed: Promise<void> | undefined;
 
-  private constructor(opts: PartitionCommitterOptions, publisher: ResultPublisher) {
+  /** Starts the commit cadence at once; `close()` stops it. */
+  constructor(opts: PartitionCommitterOptions, publisher: ResultPublisher, clock: BatcherClock) {
     this.opts = opts;
     this.topic = opts.topic;
     this.partition = opts.partition;
     this.publisher = publisher;
+    this.clock = clock;
     this.commitIntervalMs = opts.commitIntervalMs;
     this.maxTransactionRecords = opts.maxTransactionRecords;
     this.maxTransactionBytes = opts.maxTransactionBytes;
+    this.schedule();
   }
 
   /** Records tracked and not yet committed (in flight, waiting for the prefix, or being published). */
   get pendingRecords(): number {
     return this.tracker.size + this.inTransaction;
-  }
-
-  static transactionalId(groupId: string, topic: string, partition: number): string {
-    return TransactionalPublisher.transactionalId(groupId, topic, partition);
-  }
-
-  /**
-   * Connects the producer. In transactions mode it also initialises the transactional id, fencing
-   * any previous owner (do this before reading the committed offset).
-   */
-  static async create(opts: PartitionCommitterOptions): Promise<PartitionCommitter> {
-    if (!opts.transactions && !opts.commitOffset) {
-      throw new SluiceError(
-        "CONFIG_INVALID",
-        "PartitionCommitter: transactions=false (at-least-once) needs commitOffset to commit the consumer offset",
-      );
-    }
-    const target = { kafka: opts.kafka, groupId: opts.groupId, topic: opts.topic, partition: opts.partition };
-    const publisher: ResultPublisher = opts.transactions
-      ? await TransactionalPublisher.create(target, { transactionTimeoutMs: opts.transactionTimeoutMs })
-      : await AtLeastOncePublisher.create(target, opts.commitOffset as (nextOffset: string) => Promise<void>);
-    const committer = new PartitionCommitter(opts, publisher);
-    committer.schedule();
-    return committer;
   }
 
   /** Registers a delivered record; offsets must increase. */
@@ -175,8 +179,7 @@ export class PartitionCommitter {
    */
   close(options: { commit: boolean }): Promise<void> {
     this.closed ??= (async () => {
-      if (this.timer) clearTimeout(this.timer);
-      this.timer = undefined;
+      this.stopCadence();
       if (options.commit && !this.failure) await this.commitNow().catch(() => undefined);
       else if (this.committing) await this.committing.catch(() => undefined);
       await this.publisher.close();
@@ -186,11 +189,17 @@ export class PartitionCommitter {
 
   private schedule(): void {
     if (this.commitIntervalMs === 0 || this.failure || this.closed) return;
-    this.timer = setTimeout(() => {
+    this.timer = this.clock.setTimeout(() => {
       this.timer = undefined;
       void this.commitNow().finally(() => this.schedule());
     }, this.commitIntervalMs);
-    this.timer.unref?.();
+    // A pending commit tick alone must not keep the process alive (Node timers only).
+    (this.timer as { unref?: () => void } | undefined)?.unref?.();
+  }
+
+  private stopCadence(): void {
+    if (this.timer !== undefined) this.clock.clearTimeout(this.timer);
+    this.timer = undefined;
   }
 
   private commitNow(): Promise<void> {
@@ -270,7 +279,7 @@ export class PartitionCommitter {
     nextOffset: string,
     completions: RecordCompletion[],
   ): Promise<SluiceError | undefined> {
-    const started = Date.now();
+    const started = this.clock.now();
     // Changelog entries and the checkpoint are bookkeeping: at-least-once publishes them only after
     // the outputs are durable (a changelog entry must never stand for an unpublished result).
     const checkpoint = this.opts.offsetCheckpoint;
@@ -309,14 +318,14 @@ export class PartitionCommitter {
           partition: this.partition,
           outcome: "aborted",
           records,
-          durationMs: Date.now() - started,
+          durationMs: this.clock.now() - started,
         });
         return failure;
       }
-      this.fail(failure, records, Date.now() - started);
+      this.fail(failure, records, this.clock.now() - started);
       return undefined;
     }
-    const now = Date.now();
+    const now = this.clock.now();
     const last = completions[completions.length - 1];
     this.opts.events.emit("transaction.finished", {
       topic: this.topic,
@@ -345,8 +354,7 @@ export class PartitionCommitter {
   private fail(error: SluiceError, records: number, durationMs: number): void {
     if (this.failure) return;
     this.failure = error;
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
+    this.stopCadence();
     this.opts.events.emit("transaction.finished", {
       topic: this.topic,
       partition: this.partition,

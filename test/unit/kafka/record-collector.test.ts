@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { OutboundMessage } from "../../../src/delivery/outbound-message.js";
-import { chunked, classify, isTooLarge } from "../../../src/kafka/result-publisher.js";
+import { classify, isTooLarge } from "../../../src/kafka/produce-failure.js";
+import { chunked } from "../../../src/kafka/record-collector.js";
 
 const msg = (topic: string, i: number, bytes: number): OutboundMessage => ({
   topic,
