@@ -4,10 +4,10 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { encodeRequest } from "../../src/contracts/request-codec.js";
 import { decodeResult } from "../../src/contracts/result-codec.js";
-import { readKafkaRanges } from "../../src/kafka/kafka-range-reader.js";
 import type { BatchSeamSpec } from "../support/batch-seams.js";
 import { startCli } from "../support/cli-process.js";
 import {
+  committedRecords,
   createTopics,
   testBrokers,
   testKafka,
@@ -101,16 +101,8 @@ describe("sluice batch kafka → kafka (CLI)", () => {
     expect(m.inFlight).toBeNull();
     expect(m.totals).toMatchObject({ rows: 40, ok: 40, failed: 0 });
 
-    const admin = kafka.admin();
-    await admin.connect();
-    const offsets = await admin.fetchTopicOffsets(output);
-    await admin.disconnect();
     const published: string[] = [];
-    for await (const { message } of readKafkaRanges({
-      kafka,
-      topic: output,
-      ranges: offsets.map((o) => ({ partition: o.partition, startOffset: o.low, endOffset: o.high })),
-    })) {
+    for (const message of await committedRecords(output, kafka)) {
       const result = decodeResult(message.value!, message.headers);
       expect(result.status).toBe("ok");
       expect(message.key?.toString()).toBe(result.id);

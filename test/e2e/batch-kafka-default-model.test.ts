@@ -3,9 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeResult } from "../../src/contracts/result-codec.js";
-import { readKafkaRanges } from "../../src/kafka/kafka-range-reader.js";
 import { startCli } from "../support/cli-process.js";
-import { createTopics, testBrokers, testKafka, uniqueName } from "../support/kafka-harness.js";
+import { committedRecords, createTopics, testBrokers, uniqueName } from "../support/kafka-harness.js";
 
 /**
  * `sluice batch --input rows.jsonl --output kafka:TOPIC` as a new user runs it: the real default model
@@ -39,25 +38,14 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-/** Every record of the topic, read at read_committed (readKafkaRanges never reads uncommitted data). */
+/** The ids of every committed result of the topic, read at read_committed. */
 async function publishedIds(topic: string): Promise<string[]> {
-  const kafka = testKafka();
-  const admin = kafka.admin();
-  await admin.connect();
-  const offsets = await admin.fetchTopicOffsets(topic);
-  await admin.disconnect();
-  const ids: string[] = [];
-  for await (const { message } of readKafkaRanges({
-    kafka,
-    topic,
-    ranges: offsets.map((o) => ({ partition: o.partition, startOffset: o.low, endOffset: o.high })),
-  })) {
+  return (await committedRecords(topic)).map((message) => {
     const result = decodeResult(message.value as Buffer, message.headers);
     expect(result.status).toBe("ok");
     expect(message.key?.toString()).toBe(result.id);
-    ids.push(result.id);
-  }
-  return ids;
+    return result.id;
+  });
 }
 
 describe("sluice batch to a topic with the default model and the default shard size", () => {

@@ -9,11 +9,11 @@ import { FileSource } from "../../src/batch/file-source.js";
 import { PartFileSink } from "../../src/batch/part-file-sink.js";
 import { encodeRequest } from "../../src/contracts/request-codec.js";
 import { decodeResult } from "../../src/contracts/result-codec.js";
-import { readKafkaRanges } from "../../src/kafka/kafka-range-reader.js";
 import { KafkaRangeSource } from "../../src/kafka/kafka-range-source.js";
 import { KafkaTopicSink, SHARD_HEADER } from "../../src/kafka/kafka-topic-sink.js";
 import { ModelRunner } from "../../src/model/model-runner.js";
 import {
+  committedRecords,
   createTopics,
   produceMessages,
   testKafka,
@@ -70,20 +70,10 @@ async function partIds(out: string): Promise<string[]> {
 }
 
 async function readTopicIds(topic: string): Promise<{ id: string; shard: string }[]> {
-  const admin = kafka.admin();
-  await admin.connect();
-  const offsets = await admin.fetchTopicOffsets(topic);
-  await admin.disconnect();
-  const out: { id: string; shard: string }[] = [];
-  for await (const { message } of readKafkaRanges({
-    kafka,
-    topic,
-    ranges: offsets.map((o) => ({ partition: o.partition, startOffset: o.low, endOffset: o.high })),
-  })) {
-    const result = decodeResult(message.value!, message.headers);
-    out.push({ id: result.id, shard: String(message.headers?.[SHARD_HEADER]) });
-  }
-  return out;
+  return (await committedRecords(topic, kafka)).map((message) => ({
+    id: decodeResult(message.value!, message.headers).id,
+    shard: String(message.headers?.[SHARD_HEADER]),
+  }));
 }
 
 describe("batch mode over Kafka", () => {

@@ -1,12 +1,11 @@
 import { describe, expect, it } from "vitest";
 import type { OutboundMessage } from "../../src/delivery/outbound-message.js";
-import { readKafkaRanges } from "../../src/kafka/kafka-range-reader.js";
 import { partitionSubject } from "../../src/kafka/produce-failure.js";
 import {
   TransactionalProducer,
   type TransactionalProducerOptions,
 } from "../../src/kafka/transactional-producer.js";
-import { createTopics, testKafka, uniqueName } from "../support/kafka-harness.js";
+import { committedRecords, createTopics, testKafka, uniqueName } from "../support/kafka-harness.js";
 
 /** The one transactional write path against the real broker: fencing, byte-bounded sends, size refusals. */
 const kafka = testKafka();
@@ -28,19 +27,7 @@ const record = (topic: string, i: number, bytes: number): OutboundMessage => ({
 });
 
 async function committedKeys(topic: string): Promise<string[]> {
-  const admin = kafka.admin();
-  await admin.connect();
-  const [offsets] = await admin.fetchTopicOffsets(topic);
-  await admin.disconnect();
-  const keys: string[] = [];
-  for await (const { message } of readKafkaRanges({
-    kafka,
-    topic,
-    ranges: [{ partition: 0, startOffset: offsets?.low ?? "0", endOffset: offsets?.high ?? "0" }],
-  })) {
-    keys.push(String(message.key));
-  }
-  return keys;
+  return (await committedRecords(topic, kafka)).map((m) => String(m.key));
 }
 
 describe("TransactionalProducer on the test broker", () => {

@@ -1,7 +1,8 @@
 import { randomBytes } from "node:crypto";
-import { Kafka, logLevel, type Message, type Producer } from "kafkajs";
+import { Kafka, type KafkaMessage, logLevel, type Message, type Producer } from "kafkajs";
 import { inject } from "vitest";
 import { fixAbortedTransactionOrder } from "../../src/kafka/aborted-transaction-order.js";
+import { readKafkaRanges } from "../../src/kafka/kafka-range-reader.js";
 
 /**
  * Integration tests get their broker from here. The vitest global setup decides where it comes
@@ -87,4 +88,23 @@ export async function produceMessages(
   } finally {
     await producer.disconnect();
   }
+}
+
+/**
+ * Every committed record of `topic` as a read_committed reader sees it (readKafkaRanges never returns
+ * uncommitted or aborted data), partition by partition, up to the end offsets at the call.
+ */
+export async function committedRecords(topic: string, kafka: Kafka = testKafka()): Promise<KafkaMessage[]> {
+  const admin = kafka.admin();
+  await admin.connect();
+  const offsets = await admin.fetchTopicOffsets(topic).finally(() => admin.disconnect());
+  const out: KafkaMessage[] = [];
+  for await (const { message } of readKafkaRanges({
+    kafka,
+    topic,
+    ranges: offsets.map((o) => ({ partition: o.partition, startOffset: o.low, endOffset: o.high })),
+  })) {
+    out.push(message);
+  }
+  return out;
 }
