@@ -1,22 +1,26 @@
-import type { Kafka } from "kafkajs";
 import { describe, expect, it } from "vitest";
 import { type PartitionLag, SluiceEvents } from "../../../src/events/sluice-events.js";
 import { FreshnessHeartbeat } from "../../../src/observability/freshness-heartbeat.js";
+import type { HeartbeatSink } from "../../../src/observability/heartbeat-sink.js";
 import { emitCommitted } from "../../support/sluice-events-fixtures.js";
 
-// snapshot() is pure bookkeeping over events (no I/O), so no Kafka client is touched here; the
-// publishing path is covered against a real broker in test/integration/observability-heartbeat.test.ts.
-const noKafka = {} as Kafka;
+// snapshot() is pure bookkeeping over events (no I/O), so the sink is never touched here; the Kafka
+// sink is covered against a real broker in test/integration/observability-heartbeat.test.ts.
+const noSink: HeartbeatSink = {
+  connect: async () => {},
+  publish: async () => {},
+  close: async () => {},
+};
 
 function setup() {
   let now = 100_000;
   const events = new SluiceEvents();
   const hb = new FreshnessHeartbeat({
-    kafka: noKafka,
+    sink: noSink,
     events,
     groupId: "g",
     instanceId: "i1",
-    topic: "fresh",
+    intervalMs: 5000,
     nowMs: () => now,
   });
   const lag = (partition: number, over: Partial<PartitionLag>, sampledAtMs = now) =>
@@ -108,7 +112,7 @@ describe("FreshnessHeartbeat bookkeeping", () => {
     });
     expect(hb.snapshot()[0]!.lagRecords).toBe(-1);
     expect(
-      () => new FreshnessHeartbeat({ kafka: noKafka, events, groupId: "g", instanceId: "i", intervalMs: 0 }),
+      () => new FreshnessHeartbeat({ sink: noSink, events, groupId: "g", instanceId: "i", intervalMs: 0 }),
     ).toThrow(expect.objectContaining({ code: "CONFIG_INVALID" }));
   });
 });
