@@ -1,9 +1,20 @@
 import { randomBytes } from "node:crypto";
-import { Kafka, type KafkaConfig, logLevel } from "kafkajs";
+import type { KafkaConfig } from "kafkajs";
 import { decodeHeartbeat, type FreshnessHeartbeat } from "../contracts/freshness-heartbeat.js";
+import { createKafkaFromClientConfig } from "../kafka/kafka-client.js";
+import { type KafkaAccess, kafkaFailure } from "../kafka/kafka-failure.js";
 import { SluiceError } from "../sluice-error.js";
 
 export type { FreshnessHeartbeat } from "../contracts/freshness-heartbeat.js";
+
+/** Group-id prefix of the throwaway groups that read heartbeats (needs a PREFIXED READ ACL). */
+const FRESHNESS_READER_GROUP_PREFIX = "sluice-freshness-reader-";
+/** The freshness topic when none is named (Sluice config `topics.freshness` has the same default). */
+const FRESHNESS_TOPIC = "sluice.freshness";
+/** Heartbeats emitted this long before now are read when `lookbackMs` is not given, ms. */
+const LOOKBACK_MS = 300_000;
+/** How long a read may take when `timeoutMs` is not given, ms. */
+const READ_TIMEOUT_MS = 10_000;
 
 export interface ReadFreshnessOptions {
   /** Bootstrap brokers, `host:port`. */
@@ -35,21 +46,24 @@ export interface ReadFreshnessOptions {
  * ```
  */
 export async function readFreshness(opts: ReadFreshnessOptions): Promise<FreshnessHeartbeat[]> {
-  const topic = opts.topic ?? "sluice.freshness";
-  const lookbackMs = opts.lookbackMs ?? 300_000;
-  const timeoutMs = opts.timeoutMs ?? 10_000;
+  const { topic = FRESHNESS_TOPIC, lookbackMs = LOOKBACK_MS, timeoutMs = READ_TIMEOUT_MS } = opts;
   if (opts.brokers.length === 0)
     throw new SluiceError("CONFIG_INVALID", "readFreshness needs at least one broker");
   if (!(lookbackMs > 0) || !(timeoutMs > 0)) {
     throw new SluiceError("CONFIG_INVALID", "readFreshness lookbackMs and timeoutMs must be > 0");
   }
-  const kafka = new Kafka({
+  // The project's one client factory: read_committed fix and failure classification included.
+  const kafka = createKafkaFromClientConfig({
     clientId: "sluice-freshness-reader",
-    logLevel: logLevel.NOTHING,
     ...opts.kafka,
     brokers: opts.brokers,
   });
 
+  const access: KafkaAccess[] = [
+    { operation: "DESCRIBE", resourceType: "TOPIC", names: [topic] },
+    { operation: "READ", resourceType: "TOPIC", names: [topic] },
+    { operation: "READ", resourceType: "GROUP", names: [FRESHNESS_READER_GROUP_PREFIX], prefixed: true },
+  ];
   // Where to start (first heartbeat inside the window) and stop (current end) per partition.
   const ranges = new Map<number, { start: bigint; end: bigint; reached: bigint }>();
   const admin = kafka.admin();
@@ -64,10 +78,13 @@ export async function readFreshness(opts: ReadFreshnessOptions): Promise<Freshne
       if (start < end) ranges.set(e.partition, { start, end, reached: start - 1n });
     }
   } catch (cause) {
-    throw new SluiceError(
-      "BROKER_UNAVAILABLE",
-      `Cannot read freshness topic "${topic}": ${(cause as Error).message}; check the brokers and topics.freshness`,
-      { retriable: true, cause },
+    throw (
+      kafkaFailure(cause, { doing: `reading the offsets of freshness topic "${topic}"`, kafka, access }) ??
+      new SluiceError(
+        "BROKER_UNAVAILABLE",
+        `Cannot read freshness topic "${topic}": ${(cause as Error).message}; check the brokers and topics.freshness`,
+        { retriable: true, cause },
+      )
     );
   } finally {
     await admin.disconnect().catch(() => {});
@@ -76,7 +93,7 @@ export async function readFreshness(opts: ReadFreshnessOptions): Promise<Freshne
   const latest = new Map<string, FreshnessHeartbeat>();
   if (ranges.size === 0) return [];
   const consumer = kafka.consumer({
-    groupId: `sluice-freshness-reader-${randomBytes(6).toString("hex")}`,
+    groupId: `${FRESHNESS_READER_GROUP_PREFIX}${randomBytes(6).toString("hex")}`,
     allowAutoTopicCreation: false,
     maxWaitTimeInMs: 250,
   });
@@ -125,13 +142,16 @@ export async function readFreshness(opts: ReadFreshnessOptions): Promise<Freshne
     });
     await done;
   } catch (cause) {
-    throw new SluiceError(
-      "BROKER_UNAVAILABLE",
-      `Reading freshness heartbeats failed: ${(cause as Error).message}`,
-      {
-        retriable: true,
-        cause,
-      },
+    throw (
+      kafkaFailure(cause, { doing: `reading freshness heartbeats from "${topic}"`, kafka, access }) ??
+      new SluiceError(
+        "BROKER_UNAVAILABLE",
+        `Reading freshness heartbeats failed: ${(cause as Error).message}`,
+        {
+          retriable: true,
+          cause,
+        },
+      )
     );
   } finally {
     clearTimeout(timer);
