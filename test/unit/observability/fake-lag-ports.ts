@@ -54,17 +54,20 @@ export class FakeOffsets implements GroupOffsetsReader {
 
 /**
  * `RecordTimestampReader` over a `FakeBroker`, with the port's semantics (read_committed: markers and
- * aborted records are not data records). Every call is recorded; `fail` makes the next reads throw.
+ * aborted records are not data records). Every call is recorded; `fail` makes the next reads throw,
+ * `unanswered` makes them answer nothing (as when the read times out).
  */
 export class FakeTimestamps implements RecordTimestampReader {
   readonly calls: TimestampProbe[][] = [];
   fail: Error | undefined;
+  unanswered = false;
   constructor(private readonly broker: FakeBroker) {}
 
   async read(probes: readonly TimestampProbe[], _timeoutMs: number): Promise<Map<string, ProbeResult>> {
     this.calls.push([...probes]);
     if (this.fail) throw this.fail;
     const out = new Map<string, ProbeResult>();
+    if (this.unanswered) return out;
     for (const p of probes) {
       const log = this.broker[p.topic]?.[p.partition]?.log ?? {};
       const data = (from: number, until: number) => {
