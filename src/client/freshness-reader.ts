@@ -1,8 +1,8 @@
-import { randomBytes } from "node:crypto";
 import type { KafkaConfig } from "kafkajs";
 import { decodeHeartbeat, type FreshnessHeartbeat } from "../contracts/freshness-heartbeat.js";
 import { createKafkaFromClientConfig } from "../kafka/kafka-client.js";
 import { type KafkaAccess, kafkaFailure } from "../kafka/kafka-failure.js";
+import { type RangeReader, scanPartitionRanges } from "../kafka/partition-range-scan.js";
 import { SluiceError } from "../sluice-error.js";
 
 export type { FreshnessHeartbeat } from "../contracts/freshness-heartbeat.js";
@@ -65,7 +65,7 @@ export async function readFreshness(opts: ReadFreshnessOptions): Promise<Freshne
     { operation: "READ", resourceType: "GROUP", names: [FRESHNESS_READER_GROUP_PREFIX], prefixed: true },
   ];
   // Where to start (first heartbeat inside the window) and stop (current end) per partition.
-  const ranges = new Map<number, { start: bigint; end: bigint; reached: bigint }>();
+  const ranges = new Map<number, { start: bigint; end: bigint }>();
   const admin = kafka.admin();
   try {
     await admin.connect();
@@ -75,7 +75,7 @@ export async function readFreshness(opts: ReadFreshnessOptions): Promise<Freshne
       const s = starts.find((x) => x.partition === e.partition);
       const end = BigInt(e.high);
       const start = s && BigInt(s.offset) >= 0n ? BigInt(s.offset) : end;
-      if (start < end) ranges.set(e.partition, { start, end, reached: start - 1n });
+      if (start < end) ranges.set(e.partition, { start, end });
     }
   } catch (cause) {
     throw (
@@ -91,56 +91,29 @@ export async function readFreshness(opts: ReadFreshnessOptions): Promise<Freshne
   }
 
   const latest = new Map<string, FreshnessHeartbeat>();
-  if (ranges.size === 0) return [];
-  const consumer = kafka.consumer({
-    groupId: `${FRESHNESS_READER_GROUP_PREFIX}${randomBytes(6).toString("hex")}`,
-    allowAutoTopicCreation: false,
-    maxWaitTimeInMs: 250,
-  });
-  let settle: () => void = () => {};
-  const done = new Promise<void>((resolve) => {
-    settle = resolve;
-  });
-  const moved = (partition: number, lastOffset: bigint) => {
-    const r = ranges.get(partition);
-    if (!r) return;
-    if (lastOffset > r.reached) r.reached = lastOffset;
-    if ([...ranges.values()].every((x) => x.reached + 1n >= x.end)) settle();
-  };
-  consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
-    // Inside joinAndSync, before the first fetch, so these seeks win over the default position.
-    const assigned = (payload.memberAssignment as Record<string, number[]>)[topic] ?? [];
-    const idle = assigned.filter((p) => !ranges.has(p));
-    if (idle.length > 0) consumer.pause([{ topic, partitions: idle }]);
-    for (const [partition, r] of ranges) consumer.seek({ topic, partition, offset: r.start.toString() });
-  });
-  consumer.on(consumer.events.START_BATCH_PROCESS, ({ payload }) => {
-    if (payload.batchSize === 0) moved(payload.partition, BigInt(payload.lastOffset));
-  });
-  const timer = setTimeout(settle, timeoutMs);
-  try {
-    await consumer.connect();
-    await consumer.subscribe({ topic, fromBeginning: true });
-    await consumer.run({
-      autoCommit: false,
-      eachBatch: async ({ batch }) => {
-        for (const m of batch.messages) {
-          if (!m.value) continue;
-          let hb: FreshnessHeartbeat;
-          try {
-            hb = decodeHeartbeat(m.value);
-          } catch {
-            continue; // not a heartbeat: someone else wrote to the topic; skip it
-          }
-          if (opts.groupId !== undefined && hb.groupId !== opts.groupId) continue;
-          const k = `${hb.groupId}\u0000${hb.topic}\u0000${hb.partition}`;
-          const prev = latest.get(k);
-          if (!prev || hb.emittedAtMs >= prev.emittedAtMs) latest.set(k, hb);
+  const readers: RangeReader[] = [...ranges].map(([partition, r]) => ({
+    topic,
+    partition,
+    fromOffset: r.start.toString(),
+    onBatch: (messages, lastOffset) => {
+      for (const m of messages) {
+        if (!m.value) continue;
+        let hb: FreshnessHeartbeat;
+        try {
+          hb = decodeHeartbeat(m.value);
+        } catch {
+          continue; // not a heartbeat: someone else wrote to the topic; skip it
         }
-        moved(batch.partition, BigInt(batch.lastOffset()));
-      },
-    });
-    await done;
+        if (opts.groupId !== undefined && hb.groupId !== opts.groupId) continue;
+        const k = `${hb.groupId}\u0000${hb.topic}\u0000${hb.partition}`;
+        const prev = latest.get(k);
+        if (!prev || hb.emittedAtMs >= prev.emittedAtMs) latest.set(k, hb);
+      }
+      return lastOffset + 1n >= r.end;
+    },
+  }));
+  try {
+    await scanPartitionRanges(kafka, { groupIdPrefix: FRESHNESS_READER_GROUP_PREFIX, readers, timeoutMs });
   } catch (cause) {
     throw (
       kafkaFailure(cause, { doing: `reading freshness heartbeats from "${topic}"`, kafka, access }) ??
@@ -153,9 +126,6 @@ export async function readFreshness(opts: ReadFreshnessOptions): Promise<Freshne
         },
       )
     );
-  } finally {
-    clearTimeout(timer);
-    await consumer.disconnect().catch(() => {});
   }
   return [...latest.values()].sort((a, b) =>
     a.groupId !== b.groupId
