@@ -2,6 +2,8 @@ import type { Logger } from "pino";
 import { backfillResultsTopic, type SluiceConfig } from "../config/config-schema.js";
 import { SluiceEvents } from "../events/sluice-events.js";
 import { createKafka } from "../kafka/kafka-client.js";
+import { KafkaHeartbeatSink } from "../kafka/kafka-heartbeat-sink.js";
+import { kafkaLagReaders } from "../kafka/kafka-lag-readers.js";
 import { ensureTopics } from "../kafka/topic-admin.js";
 import { ModelRunner } from "../model/model-runner.js";
 import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
@@ -143,7 +145,7 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
     })
     .catch(releaseModel);
   const lag = new LagMonitor({
-    kafka,
+    ...kafkaLagReaders(kafka),
     groupId: config.consumer.groupId,
     topics: [...config.topics.requests, ...config.topics.backfill],
     events,
@@ -157,11 +159,10 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
 
   // Subscribes to partition/transaction/lag events, so it must exist before the processor starts.
   const heartbeat = new FreshnessHeartbeat({
-    kafka,
+    sink: new KafkaHeartbeatSink(kafka, { topic: config.topics.freshness }),
     events,
     groupId: config.consumer.groupId,
     instanceId: config.observability.instanceId,
-    topic: config.topics.freshness,
     intervalMs: config.observability.heartbeatIntervalMs,
     logger: logger.child({ component: "freshness-heartbeat" }),
     onAccessFailure: refused,

@@ -3,6 +3,7 @@ import { formatStatusTable } from "../app/group-status-table.js";
 import { envNameFor } from "../config/env-overrides.js";
 import { describeConsumerGroup } from "../kafka/consumer-group-state.js";
 import { createKafka } from "../kafka/kafka-client.js";
+import { kafkaLagReaders } from "../kafka/kafka-lag-readers.js";
 import { type GroupStatus, readGroupStatus } from "../observability/group-status.js";
 import { SluiceError } from "../sluice-error.js";
 import { loadCommandConfig } from "./config-command.js";
@@ -40,13 +41,14 @@ export function register(program: Command): void {
           { context: { groupId } },
         );
       }
+      const readers = kafkaLagReaders(kafka);
       let status: GroupStatus;
       try {
-        status = await readGroupStatus({ kafka, groupId, topics: flags.topic ?? [] });
+        status = await readGroupStatus({ ...readers, groupId, topics: flags.topic ?? [] });
       } catch (error) {
         // A group that never committed: fall back to the configured request topics.
         if (flags.topic || (error as { code?: string }).code !== "INPUT_INVALID") throw error;
-        status = await readGroupStatus({ kafka, groupId, topics: config.topics.requests });
+        status = await readGroupStatus({ ...readers, groupId, topics: config.topics.requests });
       }
       process.stdout.write(flags.json ? `${JSON.stringify(status, null, 2)}\n` : formatStatusTable(status));
     });

@@ -1,9 +1,20 @@
-import { randomBytes } from "node:crypto";
-import { Kafka, type KafkaConfig, logLevel } from "kafkajs";
+import type { KafkaConfig } from "kafkajs";
 import { decodeHeartbeat, type FreshnessHeartbeat } from "../contracts/freshness-heartbeat.js";
+import { createKafkaFromClientConfig } from "../kafka/kafka-client.js";
+import { type KafkaAccess, kafkaFailure } from "../kafka/kafka-failure.js";
+import { type RangeReader, scanPartitionRanges } from "../kafka/partition-range-scan.js";
 import { SluiceError } from "../sluice-error.js";
 
 export type { FreshnessHeartbeat } from "../contracts/freshness-heartbeat.js";
+
+/** Group-id prefix of the throwaway groups that read heartbeats (needs a PREFIXED READ ACL). */
+const FRESHNESS_READER_GROUP_PREFIX = "sluice-freshness-reader-";
+/** The freshness topic when none is named (Sluice config `topics.freshness` has the same default). */
+const FRESHNESS_TOPIC = "sluice.freshness";
+/** Heartbeats emitted this long before now are read when `lookbackMs` is not given, ms. */
+const LOOKBACK_MS = 300_000;
+/** How long a read may take when `timeoutMs` is not given, ms. */
+const READ_TIMEOUT_MS = 10_000;
 
 export interface ReadFreshnessOptions {
   /** Bootstrap brokers, `host:port`. */
@@ -35,23 +46,26 @@ export interface ReadFreshnessOptions {
  * ```
  */
 export async function readFreshness(opts: ReadFreshnessOptions): Promise<FreshnessHeartbeat[]> {
-  const topic = opts.topic ?? "sluice.freshness";
-  const lookbackMs = opts.lookbackMs ?? 300_000;
-  const timeoutMs = opts.timeoutMs ?? 10_000;
+  const { topic = FRESHNESS_TOPIC, lookbackMs = LOOKBACK_MS, timeoutMs = READ_TIMEOUT_MS } = opts;
   if (opts.brokers.length === 0)
     throw new SluiceError("CONFIG_INVALID", "readFreshness needs at least one broker");
   if (!(lookbackMs > 0) || !(timeoutMs > 0)) {
     throw new SluiceError("CONFIG_INVALID", "readFreshness lookbackMs and timeoutMs must be > 0");
   }
-  const kafka = new Kafka({
+  // The project's one client factory: read_committed fix and failure classification included.
+  const kafka = createKafkaFromClientConfig({
     clientId: "sluice-freshness-reader",
-    logLevel: logLevel.NOTHING,
     ...opts.kafka,
     brokers: opts.brokers,
   });
 
+  const access: KafkaAccess[] = [
+    { operation: "DESCRIBE", resourceType: "TOPIC", names: [topic] },
+    { operation: "READ", resourceType: "TOPIC", names: [topic] },
+    { operation: "READ", resourceType: "GROUP", names: [FRESHNESS_READER_GROUP_PREFIX], prefixed: true },
+  ];
   // Where to start (first heartbeat inside the window) and stop (current end) per partition.
-  const ranges = new Map<number, { start: bigint; end: bigint; reached: bigint }>();
+  const ranges = new Map<number, { start: bigint; end: bigint }>();
   const admin = kafka.admin();
   try {
     await admin.connect();
@@ -61,81 +75,57 @@ export async function readFreshness(opts: ReadFreshnessOptions): Promise<Freshne
       const s = starts.find((x) => x.partition === e.partition);
       const end = BigInt(e.high);
       const start = s && BigInt(s.offset) >= 0n ? BigInt(s.offset) : end;
-      if (start < end) ranges.set(e.partition, { start, end, reached: start - 1n });
+      if (start < end) ranges.set(e.partition, { start, end });
     }
   } catch (cause) {
-    throw new SluiceError(
-      "BROKER_UNAVAILABLE",
-      `Cannot read freshness topic "${topic}": ${(cause as Error).message}; check the brokers and topics.freshness`,
-      { retriable: true, cause },
+    throw (
+      kafkaFailure(cause, { doing: `reading the offsets of freshness topic "${topic}"`, kafka, access }) ??
+      new SluiceError(
+        "BROKER_UNAVAILABLE",
+        `Cannot read freshness topic "${topic}": ${(cause as Error).message}; check the brokers and topics.freshness`,
+        { retriable: true, cause },
+      )
     );
   } finally {
     await admin.disconnect().catch(() => {});
   }
 
   const latest = new Map<string, FreshnessHeartbeat>();
-  if (ranges.size === 0) return [];
-  const consumer = kafka.consumer({
-    groupId: `sluice-freshness-reader-${randomBytes(6).toString("hex")}`,
-    allowAutoTopicCreation: false,
-    maxWaitTimeInMs: 250,
-  });
-  let settle: () => void = () => {};
-  const done = new Promise<void>((resolve) => {
-    settle = resolve;
-  });
-  const moved = (partition: number, lastOffset: bigint) => {
-    const r = ranges.get(partition);
-    if (!r) return;
-    if (lastOffset > r.reached) r.reached = lastOffset;
-    if ([...ranges.values()].every((x) => x.reached + 1n >= x.end)) settle();
-  };
-  consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
-    // Inside joinAndSync, before the first fetch, so these seeks win over the default position.
-    const assigned = (payload.memberAssignment as Record<string, number[]>)[topic] ?? [];
-    const idle = assigned.filter((p) => !ranges.has(p));
-    if (idle.length > 0) consumer.pause([{ topic, partitions: idle }]);
-    for (const [partition, r] of ranges) consumer.seek({ topic, partition, offset: r.start.toString() });
-  });
-  consumer.on(consumer.events.START_BATCH_PROCESS, ({ payload }) => {
-    if (payload.batchSize === 0) moved(payload.partition, BigInt(payload.lastOffset));
-  });
-  const timer = setTimeout(settle, timeoutMs);
-  try {
-    await consumer.connect();
-    await consumer.subscribe({ topic, fromBeginning: true });
-    await consumer.run({
-      autoCommit: false,
-      eachBatch: async ({ batch }) => {
-        for (const m of batch.messages) {
-          if (!m.value) continue;
-          let hb: FreshnessHeartbeat;
-          try {
-            hb = decodeHeartbeat(m.value);
-          } catch {
-            continue; // not a heartbeat: someone else wrote to the topic; skip it
-          }
-          if (opts.groupId !== undefined && hb.groupId !== opts.groupId) continue;
-          const k = `${hb.groupId}\u0000${hb.topic}\u0000${hb.partition}`;
-          const prev = latest.get(k);
-          if (!prev || hb.emittedAtMs >= prev.emittedAtMs) latest.set(k, hb);
+  const readers: RangeReader[] = [...ranges].map(([partition, r]) => ({
+    topic,
+    partition,
+    fromOffset: r.start.toString(),
+    onBatch: (messages, lastOffset) => {
+      for (const m of messages) {
+        if (!m.value) continue;
+        let hb: FreshnessHeartbeat;
+        try {
+          hb = decodeHeartbeat(m.value);
+        } catch {
+          continue; // not a heartbeat: someone else wrote to the topic; skip it
         }
-        moved(batch.partition, BigInt(batch.lastOffset()));
-      },
-    });
-    await done;
+        if (opts.groupId !== undefined && hb.groupId !== opts.groupId) continue;
+        const k = `${hb.groupId}\u0000${hb.topic}\u0000${hb.partition}`;
+        const prev = latest.get(k);
+        if (!prev || hb.emittedAtMs >= prev.emittedAtMs) latest.set(k, hb);
+      }
+      return lastOffset + 1n >= r.end;
+    },
+  }));
+  try {
+    await scanPartitionRanges(kafka, { groupIdPrefix: FRESHNESS_READER_GROUP_PREFIX, readers, timeoutMs });
   } catch (cause) {
-    throw new SluiceError(
-      "BROKER_UNAVAILABLE",
-      `Reading freshness heartbeats failed: ${(cause as Error).message}`,
-      {
-        retriable: true,
-        cause,
-      },
+    throw (
+      kafkaFailure(cause, { doing: `reading freshness heartbeats from "${topic}"`, kafka, access }) ??
+      new SluiceError(
+        "BROKER_UNAVAILABLE",
+        `Reading freshness heartbeats failed: ${(cause as Error).message}`,
+        {
+          retriable: true,
+          cause,
+        },
+      )
     );
-  } finally {
-    clearTimeout(timer);
-    await consumer.disconnect().catch(() => {});
   }
   return [...latest.values()].sort((a, b) =>
     a.groupId !== b.groupId

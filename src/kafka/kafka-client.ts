@@ -24,35 +24,72 @@ export function createKafka(
   logger?: KafkaLogSink,
   options: CreateKafkaOptions = {},
 ): Kafka {
-  // Every Sluice client may read transactional topics with read_committed; see that module.
-  fixAbortedTransactionOrder();
-  // A refused topic in a transaction is reported as itself, not as "operation not attempted".
-  fixAddPartitionsErrors();
-  const failures = denialLogTap();
   const kafkaConfig: KafkaConfig = {
     clientId: options.clientId ?? config.clientId,
     brokers: config.brokers,
     connectionTimeout: config.connectionTimeoutMs,
     requestTimeout: config.requestTimeoutMs,
-    // ERROR at least, even without a sink: the failure classifier reads broker denials from
-    // kafkajs's error lines (kafka-failure.ts); the sink gets what the logging policy says (kafka-log.ts).
-    logLevel: Math.max(kafkaLogLevel(logger), logLevel.ERROR),
-    logCreator: () => {
-      const toSink = kafkaLogCreator(logger)();
-      return (entry: LogEntry) => {
-        failures.tap(entry);
-        toSink(entry);
-      };
-    },
   };
   // TLS and SASL options (files read, secrets resolved) come from their own module.
   Object.assign(kafkaConfig, kafkaSecurityOptions(config));
   if (options.retry) kafkaConfig.retry = options.retry;
-  const kafka = new Kafka(kafkaConfig);
-  failures.attach(kafka, {
+  return buildKafka(kafkaConfig, kafkaLogCreator(logger), kafkaLogLevel(logger), {
     brokers: config.brokers,
     ssl: config.ssl !== false,
     ...(config.sasl ? { sasl: { mechanism: config.sasl.mechanism, username: config.sasl.username } } : {}),
   });
+}
+
+/**
+ * A kafkajs client from kafkajs's own settings, for the library API (`readFreshness`), whose users
+ * pass `ssl`/`sasl`/`clientId` as kafkajs takes them: the same fixes and failure classification as
+ * `createKafka`. kafkajs stays silent unless the settings bring a `logCreator` (then it gets the
+ * entries at the settings' `logLevel`, INFO by default, as kafkajs would).
+ */
+export function createKafkaFromClientConfig(config: KafkaConfig): Kafka {
+  const { logCreator, logLevel: level, ...rest } = config;
+  const sasl = config.sasl;
+  return buildKafka(
+    rest,
+    logCreator ?? (() => () => {}),
+    logCreator ? (level ?? logLevel.INFO) : logLevel.NOTHING,
+    {
+      brokers: typeof config.brokers === "function" ? [] : config.brokers,
+      ssl: Boolean(config.ssl),
+      ...(sasl
+        ? { sasl: { mechanism: sasl.mechanism, ...("username" in sasl ? { username: sasl.username } : {}) } }
+        : {}),
+    },
+  );
+}
+
+/** What the failure classifier is told about a client (kafka-failure.ts). */
+type ClientFacts = Parameters<ReturnType<typeof denialLogTap>["attach"]>[1];
+
+function buildKafka(
+  kafkaConfig: KafkaConfig,
+  logCreator: NonNullable<KafkaConfig["logCreator"]>,
+  level: logLevel,
+  facts: ClientFacts,
+): Kafka {
+  // Every Sluice client may read transactional topics with read_committed; see that module.
+  fixAbortedTransactionOrder();
+  // A refused topic in a transaction is reported as itself, not as "operation not attempted".
+  fixAddPartitionsErrors();
+  const failures = denialLogTap();
+  const kafka = new Kafka({
+    ...kafkaConfig,
+    // ERROR at least, even without a sink: the failure classifier reads broker denials from
+    // kafkajs's error lines (kafka-failure.ts); the sink gets what its level says (kafka-log.ts).
+    logLevel: Math.max(level, logLevel.ERROR),
+    logCreator: () => {
+      const toSink = logCreator(level);
+      return (entry: LogEntry) => {
+        failures.tap(entry);
+        if (entry.level <= level) toSink(entry);
+      };
+    },
+  });
+  failures.attach(kafka, facts);
   return kafka;
 }

@@ -1,27 +1,22 @@
-import type { Kafka, Producer } from "kafkajs";
 import type { Logger } from "pino";
-import {
-  encodeHeartbeat,
-  HEARTBEAT_CONTENT_TYPE,
-  type FreshnessHeartbeat as HeartbeatRecord,
-} from "../contracts/freshness-heartbeat.js";
+import type { FreshnessHeartbeat as HeartbeatRecord } from "../contracts/freshness-heartbeat.js";
 import { topicPartitionKey } from "../contracts/topic-partition.js";
 import type { PartitionLag, SluiceEvents } from "../events/sluice-events.js";
-import { kafkaFailure } from "../kafka/kafka-failure.js";
 import { isAccessFailure, SluiceError } from "../sluice-error.js";
+import type { HeartbeatSink } from "./heartbeat-sink.js";
 import { PeriodicTask } from "./periodic-task.js";
 
 export interface FreshnessHeartbeatOptions {
-  kafka: Kafka;
+  /** Where beats go (`KafkaHeartbeatSink` in serve). Connected by `start()`, closed by `stop()`. */
+  sink: HeartbeatSink;
   events: SluiceEvents;
   /** Consumer group of the processor (goes into every heartbeat). */
   groupId: string;
   /** This instance (config `observability.instanceId`). */
   instanceId: string;
-  /** Heartbeat topic (config `topics.freshness`). Default `"sluice.freshness"`. */
-  topic?: string;
-  /** Period, ms (config `observability.heartbeatIntervalMs`). Default 5000. */
-  intervalMs?: number;
+  /** Period, ms (config `observability.heartbeatIntervalMs`). */
+  intervalMs: number;
+  /** Clock of `emittedAtMs`. Default `Date.now`. */
   nowMs?: () => number;
   logger?: Logger;
   /**
@@ -43,8 +38,8 @@ interface PartitionState {
 }
 
 /**
- * Publishes, every `intervalMs`, one Avro heartbeat per owned input partition to the freshness
- * topic, so a downstream reader can tell "results are complete up to event time T" even when no
+ * Publishes, every `intervalMs`, one heartbeat per owned input partition to its `HeartbeatSink` (the
+ * freshness topic, `KafkaHeartbeatSink`, in serve), so a downstream reader can tell "results are complete up to event time T" even when no
  * new results arrive. Ownership follows `partitions.assigned`/`revoked`; the committed offset and
  * last committed event time follow `transaction.finished`; lag follows `lag.sampled` (LagMonitor).
  *
@@ -58,12 +53,11 @@ export class FreshnessHeartbeat {
     Pick<FreshnessHeartbeatOptions, "logger" | "onAccessFailure">;
   private readonly owned = new Map<string, PartitionState>();
   private readonly offs: Array<() => void> = [];
-  private producer: Producer | undefined;
   private readonly schedule: PeriodicTask;
   private inFlight: Promise<unknown> | undefined;
 
   constructor(opts: FreshnessHeartbeatOptions) {
-    const intervalMs = opts.intervalMs ?? 5000;
+    const { intervalMs } = opts;
     if (!Number.isFinite(intervalMs) || intervalMs <= 0) {
       throw new SluiceError(
         "CONFIG_INVALID",
@@ -74,11 +68,10 @@ export class FreshnessHeartbeat {
       throw new SluiceError("CONFIG_INVALID", "FreshnessHeartbeat needs groupId and instanceId");
     }
     this.opts = {
-      kafka: opts.kafka,
+      sink: opts.sink,
       events: opts.events,
       groupId: opts.groupId,
       instanceId: opts.instanceId,
-      topic: opts.topic ?? "sluice.freshness",
       intervalMs,
       nowMs: opts.nowMs ?? Date.now,
       ...(opts.logger ? { logger: opts.logger } : {}),
@@ -93,10 +86,7 @@ export class FreshnessHeartbeat {
           this.opts.onAccessFailure(err);
           return;
         }
-        this.opts.logger?.warn(
-          { err, topic: this.opts.topic },
-          "freshness heartbeat failed; will retry next interval",
-        );
+        this.opts.logger?.warn({ err }, "freshness heartbeat failed; will retry next interval");
       },
     );
     const ev = opts.events;
@@ -151,21 +141,19 @@ export class FreshnessHeartbeat {
     );
   }
 
-  /** Connects the producer and publishes now and then every `intervalMs`. */
+  /** Connects the sink and publishes now and then every `intervalMs`. */
   async start(): Promise<void> {
     if (this.schedule.isRunning) return;
-    await this.connect();
+    await this.opts.sink.connect();
     this.schedule.start();
   }
 
-  /** Stops the schedule, waits for a heartbeat in flight, disconnects, unsubscribes. Safe twice. */
+  /** Stops the schedule, waits for a heartbeat in flight, closes the sink, unsubscribes. Safe twice. */
   async stop(): Promise<void> {
     this.schedule.stop();
     await this.inFlight?.catch(() => undefined);
     for (const off of this.offs.splice(0)) off();
-    const producer = this.producer;
-    this.producer = undefined;
-    await producer?.disconnect().catch(() => {});
+    await this.opts.sink.close().catch(() => {});
   }
 
   /** The heartbeats that would be published now, one per owned partition (no I/O). */
@@ -200,74 +188,14 @@ export class FreshnessHeartbeat {
 
   /** Publishes one heartbeat per owned partition now; returns what was sent. */
   async beat(): Promise<HeartbeatRecord[]> {
-    const run = async () => {
-      const producer = await this.connect();
-      const beats = this.snapshot();
-      if (beats.length === 0) return beats;
-      await this.send(producer, {
-        topic: this.opts.topic,
-        acks: -1,
-        messages: beats.map((hb) => ({
-          // Keyed per group and input partition, so a compacted freshness topic keeps the latest.
-          key: `${hb.groupId}/${hb.topic}/${hb.partition}`,
-          value: encodeHeartbeat(hb),
-          timestamp: String(hb.emittedAtMs),
-          headers: { "content-type": HEARTBEAT_CONTENT_TYPE, "sluice-instance-id": hb.instanceId },
-        })),
-      });
-      return beats;
-    };
-    const p = run();
+    const beats = this.snapshot();
+    const p = this.opts.sink.publish(beats);
     this.inFlight = p;
     try {
-      return await p;
+      await p;
+      return beats;
     } finally {
       if (this.inFlight === p) this.inFlight = undefined;
     }
-  }
-
-  /**
-   * A failed send gives the producer back: a producer left connected after a refusal keeps its TLS
-   * socket, and with it the whole process, alive. The next beat connects a fresh one.
-   */
-  private async send(producer: Producer, record: Parameters<Producer["send"]>[0]): Promise<void> {
-    try {
-      await producer.send(record);
-    } catch (error) {
-      if (this.producer === producer) this.producer = undefined;
-      await producer.disconnect().catch(() => undefined);
-      throw this.failure(error, "publishing freshness heartbeats") ?? error;
-    }
-  }
-
-  private failure(error: unknown, doing: string): SluiceError | undefined {
-    return kafkaFailure(error, {
-      doing,
-      kafka: this.opts.kafka,
-      access: [{ operation: "WRITE", resourceType: "TOPIC", names: [this.opts.topic] }],
-    });
-  }
-
-  private async connect(): Promise<Producer> {
-    if (this.producer) return this.producer;
-    const producer = this.opts.kafka.producer({ allowAutoTopicCreation: false, idempotent: true });
-    try {
-      await producer.connect();
-    } catch (cause) {
-      await producer.disconnect().catch(() => undefined);
-      throw (
-        this.failure(cause, "connecting the freshness heartbeat producer") ??
-        new SluiceError(
-          "BROKER_UNAVAILABLE",
-          `Cannot connect the freshness heartbeat producer: ${(cause as Error).message}`,
-          {
-            retriable: true,
-            cause,
-          },
-        )
-      );
-    }
-    this.producer = producer;
-    return producer;
   }
 }

@@ -1,15 +1,17 @@
-import type { Kafka } from "kafkajs";
-import { kafkaFailure } from "../kafka/kafka-failure.js";
 import { SluiceError } from "../sluice-error.js";
-import { LagMonitor } from "./lag-monitor.js";
+import type { GroupOffsetsReader } from "./group-offsets-reader.js";
+import { LagSampler, TIMESTAMP_READ_TIMEOUT_MS } from "./lag-sampler.js";
+import type { RecordTimestampReader } from "./record-timestamp-reader.js";
 
 export interface GroupStatusOptions {
-  kafka: Kafka;
+  /** The group's offsets (`KafkaGroupOffsetsReader`); closed when the status has been read. */
+  offsets: GroupOffsetsReader;
+  /** Record timestamps (`KafkaRecordTimestampReader`). */
+  timestamps: RecordTimestampReader;
   groupId: string;
   /** Topics to report. Default: every topic the group has committed offsets for. */
   topics?: readonly string[];
-  /** Timeout of the record-timestamp reads, ms. Default 5000. */
-  probeTimeoutMs?: number;
+  /** Clock of `sampledAtMs` and the ages. Default `Date.now`. */
   nowMs?: () => number;
 }
 
@@ -38,51 +40,31 @@ export interface GroupStatus {
 
 /**
  * What `sluice status` prints: per topic-partition committed offset, end offset, lag in records and
- * seconds and freshness of a consumer group, read from the broker alone (no instance needs to run).
+ * seconds and freshness of a consumer group, read from the broker alone (no instance needs to run),
+ * through the same `LagSampler` as the lag monitor.
  */
 export async function readGroupStatus(opts: GroupStatusOptions): Promise<GroupStatus> {
-  let topics = opts.topics ? [...opts.topics] : [];
-  if (topics.length === 0) {
-    const admin = opts.kafka.admin();
-    try {
-      await admin.connect();
-      const offsets = await admin.fetchOffsets({ groupId: opts.groupId });
-      topics = offsets.filter((t) => t.partitions.some((p) => Number(p.offset) >= 0)).map((t) => t.topic);
-    } catch (cause) {
-      const failure = kafkaFailure(cause, {
-        doing: `reading the committed offsets of group ${opts.groupId}`,
-        kafka: opts.kafka,
-        access: [{ operation: "DESCRIBE", resourceType: "GROUP", names: [opts.groupId] }],
-      });
-      if (failure) throw failure;
-      throw new SluiceError(
-        "BROKER_UNAVAILABLE",
-        `Cannot read group "${opts.groupId}": ${(cause as Error).message}`,
-        {
-          retriable: true,
-          cause,
-        },
-      );
-    } finally {
-      await admin.disconnect().catch(() => {});
-    }
-    if (topics.length === 0) {
-      throw new SluiceError(
-        "INPUT_INVALID",
-        `Consumer group "${opts.groupId}" has no committed offsets; name the topics to report with --topic`,
-      );
-    }
-  }
-  const monitor = new LagMonitor({
-    kafka: opts.kafka,
-    groupId: opts.groupId,
-    topics,
-    readCommittedTimestamps: true,
-    probeTimeoutMs: opts.probeTimeoutMs ?? 5000,
-    ...(opts.nowMs ? { nowMs: opts.nowMs } : {}),
-  });
   try {
-    const sample = await monitor.sample();
+    let topics = opts.topics ? [...opts.topics] : [];
+    if (topics.length === 0) {
+      topics = await opts.offsets.committedTopics(opts.groupId);
+      if (topics.length === 0) {
+        throw new SluiceError(
+          "INPUT_INVALID",
+          `Consumer group "${opts.groupId}" has no committed offsets; name the topics to report with --topic`,
+        );
+      }
+    }
+    const sampler = new LagSampler({
+      offsets: opts.offsets,
+      timestamps: opts.timestamps,
+      groupId: opts.groupId,
+      topics,
+      readCommittedTimestamps: true,
+      probeTimeoutMs: TIMESTAMP_READ_TIMEOUT_MS,
+      ...(opts.nowMs ? { nowMs: opts.nowMs } : {}),
+    });
+    const sample = await sampler.sample();
     const now = sample.sampledAtMs;
     return {
       groupId: opts.groupId,
@@ -103,6 +85,6 @@ export async function readGroupStatus(opts: GroupStatusOptions): Promise<GroupSt
       }),
     };
   } finally {
-    await monitor.stop();
+    await opts.offsets.close();
   }
 }

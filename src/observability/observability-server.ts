@@ -12,20 +12,23 @@ export interface Readiness {
 
 export type ReadinessProbe = () => boolean | Readiness | Promise<boolean | Readiness>;
 
+/** How long `/readyz` waits for the readiness probe before it answers 503, ms. */
+export const READY_PROBE_TIMEOUT_MS = 2000;
+
 export interface ObservabilityServerOptions {
   /** Registry served on `/metrics` (usually `SluiceMetrics.registry`). */
   registry: Registry;
   /** Drives `/readyz`. Default: always ready. */
   isReady?: ReadinessProbe;
-  /** Max time a readiness probe may take before `/readyz` answers 503. Default 2000 ms. */
+  /** Max time a readiness probe may take before `/readyz` answers 503, ms. Default `READY_PROBE_TIMEOUT_MS`. */
   readyTimeoutMs?: number;
 }
 
 export interface ListenOptions {
-  /** Interface to bind. Default `"0.0.0.0"`. */
-  host?: string;
-  /** TCP port; 0 picks a free ephemeral port (read it back from `port`). Default 9464. */
-  port?: number;
+  /** Interface to bind (config `observability.metricsHost`). */
+  host: string;
+  /** TCP port; 0 picks a free ephemeral port (read it back from `port`) (config `observability.metricsPort`). */
+  port: number;
 }
 
 /**
@@ -44,7 +47,7 @@ export class ObservabilityServer {
   constructor(opts: ObservabilityServerOptions) {
     if (!opts.registry)
       throw new SluiceError("CONFIG_INVALID", "ObservabilityServer needs a prom-client registry");
-    const readyTimeoutMs = opts.readyTimeoutMs ?? 2000;
+    const readyTimeoutMs = opts.readyTimeoutMs ?? READY_PROBE_TIMEOUT_MS;
     if (!Number.isFinite(readyTimeoutMs) || readyTimeoutMs <= 0) {
       throw new SluiceError(
         "CONFIG_INVALID",
@@ -62,10 +65,8 @@ export class ObservabilityServer {
     return this.boundPort;
   }
 
-  async start(opts: ListenOptions = {}): Promise<{ host: string; port: number }> {
+  async start({ host, port }: ListenOptions): Promise<{ host: string; port: number }> {
     if (this.server) throw new SluiceError("INTERNAL", "ObservabilityServer already started");
-    const host = opts.host ?? "0.0.0.0";
-    const port = opts.port ?? 9464;
     if (!Number.isInteger(port) || port < 0 || port > 65535) {
       throw new SluiceError("CONFIG_INVALID", `observability.metricsPort must be 0..65535, got ${port}`);
     }

@@ -2,6 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readFreshness } from "../../src/client/freshness-reader.js";
 import { type FreshnessHeartbeat as Beat, decodeHeartbeat } from "../../src/contracts/freshness-heartbeat.js";
 import { SluiceEvents } from "../../src/events/sluice-events.js";
+import { KafkaHeartbeatSink } from "../../src/kafka/kafka-heartbeat-sink.js";
+import { kafkaLagReaders } from "../../src/kafka/kafka-lag-readers.js";
 import { FreshnessHeartbeat } from "../../src/observability/freshness-heartbeat.js";
 import { LagMonitor } from "../../src/observability/lag-monitor.js";
 import {
@@ -46,13 +48,12 @@ describe("FreshnessHeartbeat against a real broker", () => {
   const kafka = testKafka();
   const events = new SluiceEvents();
   const intervalMs = 300;
-  const monitor = new LagMonitor({ kafka, groupId, topics: [input], events, intervalMs });
+  const monitor = new LagMonitor({ ...kafkaLagReaders(kafka), groupId, topics: [input], events, intervalMs });
   const heartbeat = new FreshnessHeartbeat({
-    kafka,
+    sink: new KafkaHeartbeatSink(kafka, { topic: freshnessTopic }),
     events,
     groupId,
     instanceId: "test-instance",
-    topic: freshnessTopic,
     intervalMs,
   });
   const oldTs = Date.now() - 3_600_000;

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { formatStatusTable } from "../../src/app/group-status-table.js";
 import { type LagSample, SluiceEvents } from "../../src/events/sluice-events.js";
+import { kafkaLagReaders } from "../../src/kafka/kafka-lag-readers.js";
 import { readGroupStatus } from "../../src/observability/group-status.js";
 import { InFlightRecords } from "../../src/observability/in-flight-records.js";
 import { LagMonitor } from "../../src/observability/lag-monitor.js";
@@ -46,7 +47,14 @@ describe("LagMonitor and lag/freshness gauges against a real broker", () => {
   const events = new SluiceEvents();
   const metrics = new SluiceMetrics({ collectDefaultMetrics: false });
   metrics.attach(events);
-  const monitor = new LagMonitor({ kafka, groupId, topics: [topic], events, readCommittedTimestamps: true });
+  const monitor = new LagMonitor({
+    ...kafkaLagReaders(kafka),
+    groupId,
+    topics: [topic],
+    events,
+    readCommittedTimestamps: true,
+    intervalMs: 5000,
+  });
   const oldTs = Date.now() - HOUR_MS;
 
   beforeAll(async () => {
@@ -122,7 +130,7 @@ describe("LagMonitor and lag/freshness gauges against a real broker", () => {
   });
 
   it("sluice status reads the same from the broker alone, as a table and as JSON data", async () => {
-    const status = await readGroupStatus({ kafka, groupId });
+    const status = await readGroupStatus({ ...kafkaLagReaders(kafka), groupId });
     expect(status.partitions.map((p) => [p.partition, p.committedOffset, p.endOffset, p.lagRecords])).toEqual(
       [
         [0, "10", "10", 0],
@@ -139,14 +147,20 @@ describe("LagMonitor and lag/freshness gauges against a real broker", () => {
     expect(table).toMatch(new RegExp(`${topic}\\s+0\\s+10\\s+10\\s+0\\s+0\\.0\\s+\\d{4}\\s`));
 
     // A group that has committed nothing: full lag, lag seconds from the oldest record.
-    const fresh = await readGroupStatus({ kafka, groupId: uniqueName("nobody"), topics: [topic] });
+    const fresh = await readGroupStatus({
+      ...kafkaLagReaders(kafka),
+      groupId: uniqueName("nobody"),
+      topics: [topic],
+    });
     expect(fresh.partitions.map((p) => [p.committedOffset, p.lagRecords])).toEqual([
       [null, 10],
       [null, 5],
     ]);
     expect(fresh.partitions[0]!.lagSeconds).toBeGreaterThan(3590);
     expect(fresh.partitions[0]!.completeUpToMs).toBeNull();
-    await expect(readGroupStatus({ kafka, groupId: uniqueName("nobody") })).rejects.toMatchObject({
+    await expect(
+      readGroupStatus({ ...kafkaLagReaders(kafka), groupId: uniqueName("nobody") }),
+    ).rejects.toMatchObject({
       code: "INPUT_INVALID",
     });
   });
@@ -155,7 +169,8 @@ describe("LagMonitor and lag/freshness gauges against a real broker", () => {
     const ev = new SluiceEvents();
     const inFlight = new InFlightRecords(ev);
     const owned = new LagMonitor({
-      kafka,
+      ...kafkaLagReaders(kafka),
+      intervalMs: 5000,
       groupId: uniqueName("obs-lag-owned"),
       topics: [topic],
       inFlight,
@@ -216,7 +231,13 @@ describe("lag counts data records only (transactional and aborted input) against
     const events = new SluiceEvents();
     const metrics = new SluiceMetrics({ collectDefaultMetrics: false });
     metrics.attach(events);
-    const monitor = new LagMonitor({ kafka, groupId, topics: [topic], events, intervalMs: 1000 });
+    const monitor = new LagMonitor({
+      ...kafkaLagReaders(kafka),
+      groupId,
+      topics: [topic],
+      events,
+      intervalMs: 1000,
+    });
     try {
       // Before any commit: the five data records are the lag (the commit marker is not).
       const before = await monitor.sample();
@@ -236,7 +257,7 @@ describe("lag counts data records only (transactional and aborted input) against
       const text = await metrics.scrape();
       expect(gaugeValue(text, "sluice_consumer_lag_records", { topic, partition: "0" })).toBe(0);
       expect(gaugeValue(text, "sluice_time_to_drain_seconds", { topic })).toBe(0);
-      const status = await readGroupStatus({ kafka, groupId, topics: [topic] });
+      const status = await readGroupStatus({ ...kafkaLagReaders(kafka), groupId, topics: [topic] });
       expect(status.partitions[0]).toMatchObject({
         lagRecords: 0,
         lagSeconds: 0,
@@ -254,7 +275,7 @@ describe("lag counts data records only (transactional and aborted input) against
     await createTopics([{ topic, numPartitions: 1 }]);
     await produceInTransaction(topic, "ok", 3, true); // offsets 0-2, marker 3
     await produceInTransaction(topic, "aborted", 4, false); // offsets 4-7, abort marker 8
-    const monitor = new LagMonitor({ kafka, groupId, topics: [topic], intervalMs: 1000 });
+    const monitor = new LagMonitor({ ...kafkaLagReaders(kafka), groupId, topics: [topic], intervalMs: 1000 });
     try {
       // Nothing committed: 3 data records wait (aborted records and markers do not).
       const before = await monitor.sample();
@@ -276,7 +297,7 @@ describe("lag counts data records only (transactional and aborted input) against
       expect(after.partitions[0]).toMatchObject({ committedOffset: "3", lagRecords: 2 });
       expect(after.partitions[0]!.lagSeconds).toBeGreaterThanOrEqual(0);
       expect(after.partitions[0]!.lagSeconds).toBeLessThan(120);
-      const status = await readGroupStatus({ kafka, groupId, topics: [topic] });
+      const status = await readGroupStatus({ ...kafkaLagReaders(kafka), groupId, topics: [topic] });
       expect(status.partitions[0]).toMatchObject({ lagRecords: 2 });
     } finally {
       await monitor.stop();

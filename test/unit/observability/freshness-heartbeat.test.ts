@@ -1,22 +1,28 @@
-import type { Kafka } from "kafkajs";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import type { FreshnessHeartbeat as HeartbeatRecord } from "../../../src/contracts/freshness-heartbeat.js";
 import { type PartitionLag, SluiceEvents } from "../../../src/events/sluice-events.js";
 import { FreshnessHeartbeat } from "../../../src/observability/freshness-heartbeat.js";
+import type { HeartbeatSink } from "../../../src/observability/heartbeat-sink.js";
+import { SluiceError } from "../../../src/sluice-error.js";
 import { emitCommitted } from "../../support/sluice-events-fixtures.js";
 
-// snapshot() is pure bookkeeping over events (no I/O), so no Kafka client is touched here; the
-// publishing path is covered against a real broker in test/integration/observability-heartbeat.test.ts.
-const noKafka = {} as Kafka;
+// snapshot() is pure bookkeeping over events (no I/O), so the sink is never touched here; the Kafka
+// sink is covered against a real broker in test/integration/observability-heartbeat.test.ts.
+const noSink: HeartbeatSink = {
+  connect: async () => {},
+  publish: async () => {},
+  close: async () => {},
+};
 
 function setup() {
   let now = 100_000;
   const events = new SluiceEvents();
   const hb = new FreshnessHeartbeat({
-    kafka: noKafka,
+    sink: noSink,
     events,
     groupId: "g",
     instanceId: "i1",
-    topic: "fresh",
+    intervalMs: 5000,
     nowMs: () => now,
   });
   const lag = (partition: number, over: Partial<PartitionLag>, sampledAtMs = now) =>
@@ -108,7 +114,104 @@ describe("FreshnessHeartbeat bookkeeping", () => {
     });
     expect(hb.snapshot()[0]!.lagRecords).toBe(-1);
     expect(
-      () => new FreshnessHeartbeat({ kafka: noKafka, events, groupId: "g", instanceId: "i", intervalMs: 0 }),
+      () => new FreshnessHeartbeat({ sink: noSink, events, groupId: "g", instanceId: "i", intervalMs: 0 }),
     ).toThrow(expect.objectContaining({ code: "CONFIG_INVALID" }));
+  });
+});
+
+/** A sink that keeps what it was given; `fail` makes the next publishes throw it. */
+class RecordingSink implements HeartbeatSink {
+  readonly published: HeartbeatRecord[][] = [];
+  connects = 0;
+  closes = 0;
+  fail: Error | undefined;
+  gate: Promise<void> | undefined;
+  async connect(): Promise<void> {
+    this.connects += 1;
+  }
+  async publish(beats: readonly HeartbeatRecord[]): Promise<void> {
+    await this.gate;
+    if (this.fail) throw this.fail;
+    this.published.push([...beats]);
+  }
+  async close(): Promise<void> {
+    this.closes += 1;
+  }
+}
+
+describe("FreshnessHeartbeat scheduling with a fake sink", () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  function scheduled(over: Partial<ConstructorParameters<typeof FreshnessHeartbeat>[0]> = {}) {
+    vi.useFakeTimers();
+    const events = new SluiceEvents();
+    const sink = new RecordingSink();
+    const warnings: string[] = [];
+    const hb = new FreshnessHeartbeat({
+      sink,
+      events,
+      groupId: "g",
+      instanceId: "i1",
+      intervalMs: 1000,
+      nowMs: () => Date.now(),
+      logger: { warn: (_o: unknown, msg: string) => warnings.push(msg) } as never,
+      ...over,
+    });
+    events.emit("partitions.assigned", { topic: "t", partitions: [0, 1] });
+    return { events, sink, hb, warnings };
+  }
+
+  it("connects the sink on start, publishes every interval, stops and closes the sink on stop", async () => {
+    const { sink, hb } = scheduled();
+    await hb.start();
+    expect(sink.connects).toBe(1);
+    await vi.advanceTimersByTimeAsync(2500);
+    expect(sink.published).toHaveLength(3); // at 0, 1000 and 2000 ms
+    expect(sink.published[0]!.map((b) => b.partition)).toEqual([0, 1]);
+    expect(sink.published.map((beats) => beats[0]!.emittedAtMs)).toEqual(
+      [0, 1000, 2000].map((d) => sink.published[0]![0]!.emittedAtMs + d),
+    );
+    await hb.stop();
+    await hb.stop();
+    await vi.advanceTimersByTimeAsync(5000);
+    expect(sink.published).toHaveLength(3);
+    expect(sink.closes).toBe(2);
+  });
+
+  it("stop() waits for a beat in flight", async () => {
+    const { sink, hb } = scheduled();
+    let release: () => void = () => {};
+    sink.gate = new Promise((r) => {
+      release = r;
+    });
+    await hb.start();
+    let stopped = false;
+    const stopping = hb.stop().then(() => {
+      stopped = true;
+    });
+    await vi.advanceTimersByTimeAsync(10);
+    expect(stopped).toBe(false);
+    release();
+    await stopping;
+    expect(sink.published).toHaveLength(1);
+  });
+
+  it("a transient failure warns and the schedule goes on; an access failure stops it and is reported once", async () => {
+    const refused: SluiceError[] = [];
+    const { sink, hb, warnings } = scheduled({ onAccessFailure: (e) => refused.push(e) });
+    sink.fail = new SluiceError("BROKER_UNAVAILABLE", "broker down", { retriable: true });
+    await hb.start();
+    await vi.advanceTimersByTimeAsync(10);
+    expect(warnings).toEqual(["freshness heartbeat failed; will retry next interval"]);
+    sink.fail = undefined;
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(sink.published).toHaveLength(1);
+    sink.fail = new SluiceError("AUTHORIZATION_FAILED", "denied WRITE on TOPIC sluice.freshness");
+    await vi.advanceTimersByTimeAsync(5000);
+    expect(refused.map((e) => e.code)).toEqual(["AUTHORIZATION_FAILED"]);
+    expect(warnings).toHaveLength(1);
+    await hb.stop();
   });
 });
