@@ -82,10 +82,19 @@ module.exports = {
       name: "observability-only-listens",
       severity: "error",
       comment:
-        "src/observability subscribes to events and reads the broker (lag, group status, freshness); it may use " +
-        "contracts, config and Kafka, but never drives the pipeline or the entry points.",
+        "src/observability subscribes to events and reads the broker through its ports; it may use events, contracts " +
+        "and config, but never drives the pipeline or the entry points.",
       from: { path: "^src/observability/" },
       to: { path: "^src/(processor|app|cli|batch|microbatch|delivery|model|devtools|client)/" },
+    },
+    {
+      name: "observability-reads-ports",
+      severity: "error",
+      comment:
+        "src/observability reads the broker only through its ports (GroupOffsetsReader, RecordTimestampReader, " +
+        "HeartbeatSink); their kafkajs adapters live in src/kafka. No kafkajs (not even types), no src/kafka.",
+      from: { path: "^src/observability/" },
+      to: { path: ["(^|/)node_modules/kafkajs/", "^src/kafka/"] },
     },
     {
       name: "devtools-stay-dev",
