@@ -62,13 +62,14 @@ function batchRun(
     await rm(out, { recursive: true, force: true });
     const summary = await new BatchJob({
       source: new FileSource({ path: input }),
-      sink: new PartFileSink({ dir: out }),
+      sink: new PartFileSink({ dir: out, format: "jsonl" }),
       model,
       stateDir: out,
       shardSize: 1000,
       batchSize,
       maxInFlightBatches: inFlight,
       sortByLength,
+      mode: "resume",
       outputConfig: { bench: true },
     }).run();
     if (summary.rowsOk + summary.rowsFailed !== rows) {

@@ -18,31 +18,23 @@ import { SluiceError } from "../sluice-error.js";
 import { type BatchSeams, installedBatchSeams } from "./batch-seams.js";
 import { createWireCodecs, type WireCodecs } from "./wire-codecs.js";
 
-/** One offline run as `sluice batch` asks for it; unset (undefined) fields come from the configuration. */
-export interface BatchRunRequest {
-  /** FILE.jsonl, FILE.csv or kafka:TOPIC. */
-  input: string;
+/**
+ * One offline run as `sluice batch` asks for it. Optional fields left unset come from the configuration
+ * (the one home of their defaults); the required ones are the CLI's (its flags hold their defaults).
+ */
+export interface BatchRunRequest extends BatchSourceRequest {
   /** A directory for part files, or kafka:TOPIC. */
   output: string;
-  /** Part file format: jsonl or avro. Default jsonl. */
-  format?: string;
-  /** File input format: jsonl or csv. Default: from the file extension. */
-  inputFormat?: string;
-  /** Default config batch.idField. */
-  idField?: string;
-  /** Default config batch.textField. */
-  textField?: string;
+  /** Part file format: jsonl or avro (`--format`). */
+  format: string;
   /** Rows per shard. Default config batch.shardSize. */
   shardSize?: number;
   /** Items per model call. Default config batching.maxBatchSize. */
   batchSize?: number;
-  /** Topic inputs only: range start and (exclusive) end specs (src/batch/offset-spec.ts). */
-  from?: string;
-  to?: string;
   /** Manifest/failures directory. Default: the output directory, or .sluice/batch/<topic> for a topic output. */
   stateDir?: string;
-  /** Default resume. */
-  mode?: BatchRunMode;
+  /** resume, new-run or retry-failed (from `--new-run` / `--retry-failed`). */
+  mode: BatchRunMode;
 }
 
 export interface BatchRuntimeOptions {
@@ -71,8 +63,6 @@ export async function createBatchRuntime(
   options: BatchRuntimeOptions = {},
 ): Promise<BatchRuntime> {
   const seams = options.seams ?? installedBatchSeams();
-  const idField = request.idField ?? config.batch.idField;
-  const textField = request.textField ?? config.batch.textField;
   const kafka = () => createKafka(config.kafka, undefined, { clientId: `${config.kafka.clientId}-batch` });
 
   const inputTopic = kafkaTopic(request.input, "--input");
@@ -80,7 +70,7 @@ export async function createBatchRuntime(
   // Topic inputs and outputs use the same wire codecs as `sluice serve` (schema registry included).
   const wire: WireCodecs | undefined =
     inputTopic !== null || outputTopic !== null ? await createWireCodecs(config) : undefined;
-  let { source, inputFormat } = createBatchSource(config, request, wire?.requestDecoder);
+  let { source, inputSettings } = createBatchSource(config, request, wire?.requestDecoder);
 
   let sink: BatchSink;
   let stateDir: string;
@@ -95,7 +85,7 @@ export async function createBatchRuntime(
     });
     stateDir = resolve(request.stateDir ?? `.sluice/batch/${outputTopic}`);
   } else {
-    const format = oneOf(request.format ?? "jsonl", ["jsonl", "avro"], "--format");
+    const format = oneOf(request.format, ["jsonl", "avro"], "--format");
     sink = new PartFileSink({ dir: request.output, format });
     stateDir = resolve(request.stateDir ?? request.output);
   }
@@ -119,17 +109,14 @@ export async function createBatchRuntime(
       stateDir,
       shardSize: request.shardSize ?? config.batch.shardSize,
       batchSize: request.batchSize ?? config.batching.maxBatchSize,
-      maxInFlightBatches: Math.max(2, resolveWorkerCount(m.workers) * 2),
-      mode: request.mode ?? "resume",
-      tokenizerHash: model.tokenizerHash,
+      // At least batching.maxInFlightBatches, and two calls per worker so every worker stays busy while
+      // the next batch is handed over.
+      maxInFlightBatches: Math.max(config.batching.maxInFlightBatches, resolveWorkerCount(m.workers) * 2),
+      // Always on: less padding, same outputs order (docs/batch-mode.md); no flag or key turns it off.
+      sortByLength: true,
+      mode: request.mode,
       // Everything here changes output bytes; the model file and tokenizer are covered by model identity.
-      outputConfig: {
-        ...modelOutputSettings(config),
-        inputFormat,
-        idField,
-        textField,
-        outputFormat: sink.format,
-      },
+      outputConfig: { ...modelOutputSettings(config), ...inputSettings, outputFormat: sink.format },
       progress: options.progress,
     });
   } catch (error) {
@@ -171,15 +158,25 @@ export interface BatchSourceRequest {
 }
 
 /**
- * The source for `--input`, shared by `sluice batch` and `sluice backfill submit`; `inputFormat` is what
- * the manifest records (jsonl, csv, kafka-json, kafka-avro, kafka-avro-registry). Topic inputs decode
- * with `decoder` (src/app/wire-codecs.ts) when given, needed for avro-registry.
+ * The input settings a manifest's config records (they change which rows and texts a run sees):
+ * the input format (jsonl, csv, kafka-json, kafka-avro, kafka-avro-registry) and the id/text fields.
+ */
+export interface InputSettings {
+  inputFormat: string;
+  idField: string;
+  textField: string;
+}
+
+/**
+ * The source for `--input`, shared by `sluice batch` and `sluice backfill submit`, with the input
+ * settings it was built from (flags, else config). Topic inputs decode with `decoder`
+ * (src/app/wire-codecs.ts) when given, needed for avro-registry.
  */
 export function createBatchSource(
   config: SluiceConfig,
   request: BatchSourceRequest,
   decoder?: RequestDecoder,
-): { source: BatchSource; inputFormat: string } {
+): { source: BatchSource; inputSettings: InputSettings } {
   const idField = request.idField ?? config.batch.idField;
   const textField = request.textField ?? config.batch.textField;
   const inputTopic = kafkaTopic(request.input, "--input");
@@ -192,7 +189,10 @@ export function createBatchSource(
       defaultCodec: config.topics.requestCodec,
       ...(decoder ? { decoder } : {}),
     });
-    return { source, inputFormat: `kafka-${config.topics.requestCodec}` };
+    return {
+      source,
+      inputSettings: { inputFormat: `kafka-${config.topics.requestCodec}`, idField, textField },
+    };
   }
   if (request.from || request.to) {
     throw new SluiceError("CONFIG_INVALID", "--from/--to/--range apply to kafka:TOPIC inputs only");
@@ -202,7 +202,10 @@ export function createBatchSource(
     ["jsonl", "csv"],
     "--input-format",
   );
-  return { source: new FileSource({ path: request.input, format, idField, textField }), inputFormat: format };
+  return {
+    source: new FileSource({ path: request.input, format, idField, textField }),
+    inputSettings: { inputFormat: format, idField, textField },
+  };
 }
 
 /**

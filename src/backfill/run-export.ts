@@ -1,10 +1,11 @@
 import { mkdir, readdir, readFile, rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { AtomicFileWriter, TEMP_SUFFIX, writeFileAtomic } from "../batch/atomic-file.js";
-import type { InputDescription } from "../batch/batch-manifest.js";
+import { partFileName, partName } from "../batch/part-name.js";
+import type { RunProvenance } from "../batch/run-provenance.js";
 import type { InferenceResult } from "../contracts/inference.js";
 import { SluiceError } from "../sluice-error.js";
-import type { RunManifest } from "./run-manifest.js";
+import type { ExpectedModel, RunManifest } from "./run-manifest.js";
 import type { RunDeadLetter, RunOutcomes, SubmittedRow } from "./run-outcomes.js";
 
 /**
@@ -31,22 +32,19 @@ export interface ExportPart {
   sha256: string;
 }
 
-export interface ExportManifest {
+/** The run's expected model and the model versions that produced the exported results. */
+export interface ExportedModels extends ExpectedModel {
+  versions: { name: string; version: string; rows: number }[];
+}
+
+/** The run's provenance (copied from its manifest), with the versions that actually answered. */
+export interface ExportManifest extends RunProvenance<ExportedModels> {
   formatVersion: number;
   runId: string;
   status: "complete" | "partial";
   createdAt: string;
   updatedAt: string;
-  sluice: RunManifest["sluice"];
-  input: InputDescription;
   topics: RunManifest["topics"];
-  model: {
-    name: string;
-    expectedVersion: string | null;
-    versions: { name: string; version: string; rows: number }[];
-  };
-  config: Record<string, unknown>;
-  configHash: string;
   partRows: number;
   parts: ExportPart[];
   totals: { rows: number; ok: number; failed: number };
@@ -144,7 +142,7 @@ export async function exportRun(o: ExportOptions): Promise<ExportSummary> {
   let partsWritten = 0;
   let rowsWritten = 0;
   for (let k = 0; k < nParts; k++) {
-    const key = `part-${String(k).padStart(5, "0")}`;
+    const key = partName(k);
     if (done.has(key)) continue;
     const rowStart = k * o.partRows;
     const rowEnd = Math.min(rowStart + o.partRows, rowsKnown);
@@ -201,7 +199,7 @@ export async function exportRun(o: ExportOptions): Promise<ExportSummary> {
       }
     }
     if (!complete) continue;
-    const file = `${key}.jsonl`;
+    const file = partFileName(key, "jsonl");
     const writer = new AtomicFileWriter(join(dir, file));
     try {
       for (let i = 0; i < lines.length; i += 1000) {

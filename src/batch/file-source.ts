@@ -4,9 +4,9 @@ import { stat } from "node:fs/promises";
 import { resolve } from "node:path";
 import { StringDecoder } from "node:string_decoder";
 import { SluiceError } from "../sluice-error.js";
-import type { InputDescription } from "./batch-manifest.js";
 import type { BatchItem, BatchSource } from "./batch-source.js";
 import { CsvReader } from "./csv-reader.js";
+import type { InputDescription } from "./run-provenance.js";
 
 export type FileFormat = "jsonl" | "csv";
 

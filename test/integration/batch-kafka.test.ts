@@ -13,6 +13,7 @@ import { readKafkaRanges } from "../../src/kafka/kafka-range-reader.js";
 import { KafkaRangeSource } from "../../src/kafka/kafka-range-source.js";
 import { KafkaTopicSink, SHARD_HEADER } from "../../src/kafka/kafka-topic-sink.js";
 import { ModelRunner } from "../../src/model/model-runner.js";
+import { defaultJobOptions } from "../support/batch-job-options.js";
 import {
   createTopics,
   produceMessages,
@@ -102,9 +103,10 @@ describe("batch mode over Kafka", () => {
     const job = () =>
       new BatchJob({
         source: new KafkaRangeSource({ kafka, topic }),
-        sink: new PartFileSink({ dir: out }),
+        sink: new PartFileSink({ dir: out, format: "jsonl" }),
         model,
         stateDir: out,
+        ...defaultJobOptions,
         shardSize: 4,
         outputConfig: { task: "embedding" },
       });
@@ -135,9 +137,10 @@ describe("batch mode over Kafka", () => {
     const out = join(dir, "aborted-only");
     const summary = await new BatchJob({
       source: new KafkaRangeSource({ kafka, topic }),
-      sink: new PartFileSink({ dir: out }),
+      sink: new PartFileSink({ dir: out, format: "jsonl" }),
       model,
       stateDir: out,
+      ...defaultJobOptions,
       outputConfig: {},
     }).run();
     expect(summary.rowsOk).toBe(0);
@@ -152,9 +155,10 @@ describe("batch mode over Kafka", () => {
     const out = join(dir, "range");
     await new BatchJob({
       source: new KafkaRangeSource({ kafka, topic, from: "0:2", to: "0:5" }),
-      sink: new PartFileSink({ dir: out }),
+      sink: new PartFileSink({ dir: out, format: "jsonl" }),
       model,
       stateDir: out,
+      ...defaultJobOptions,
       outputConfig: {},
     }).run();
     expect(await partIds(out)).toEqual(["r2", "r3", "r4"]);
@@ -167,9 +171,10 @@ describe("batch mode over Kafka", () => {
     const outTwo = join(dir, "range-two");
     await new BatchJob({
       source: new KafkaRangeSource({ kafka, topic: two, from: "1:1" }),
-      sink: new PartFileSink({ dir: outTwo }),
+      sink: new PartFileSink({ dir: outTwo, format: "jsonl" }),
       model,
       stateDir: outTwo,
+      ...defaultJobOptions,
       outputConfig: {},
     }).run();
     expect(await partIds(outTwo)).toEqual(["b1", "b2"]);
@@ -180,9 +185,10 @@ describe("batch mode over Kafka", () => {
     const outTs = join(dir, "range-ts");
     await new BatchJob({
       source: new KafkaRangeSource({ kafka, topic, from: cut.toISOString() }),
-      sink: new PartFileSink({ dir: outTs }),
+      sink: new PartFileSink({ dir: outTs, format: "jsonl" }),
       model,
       stateDir: outTs,
+      ...defaultJobOptions,
       outputConfig: {},
     }).run();
     expect(await partIds(outTs)).toEqual(["r6", "r7"]);
@@ -203,6 +209,7 @@ describe("batch mode over Kafka", () => {
         sink: new KafkaTopicSink({ kafka, topic: output, transactionTimeoutMs: 60_000 }),
         model,
         stateDir: state,
+        ...defaultJobOptions,
         shardSize: 4,
         outputConfig: {},
       });

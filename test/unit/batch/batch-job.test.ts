@@ -10,6 +10,7 @@ import { FileSource } from "../../../src/batch/file-source.js";
 import { PartFileSink } from "../../../src/batch/part-file-sink.js";
 import type { ItemOutcome, ModelPort } from "../../../src/model/model-port.js";
 import { isSluiceError } from "../../../src/sluice-error.js";
+import { defaultJobOptions } from "../../support/batch-job-options.js";
 import { failingIds } from "../../support/batch-seams.js";
 
 /**
@@ -69,9 +70,10 @@ function jsonlInput(n: number, opts: { empty?: number[] } = {}): string {
 function job(input: string, out: string, model: ModelPort, extra: Partial<BatchJobOptions> = {}) {
   return new BatchJob({
     source: new FileSource({ path: input }),
-    sink: new PartFileSink({ dir: out }),
+    sink: new PartFileSink({ dir: out, format: "jsonl" }),
     model,
     stateDir: out,
+    ...defaultJobOptions,
     shardSize: 10,
     batchSize: 4,
     outputConfig: { task: "embedding", pooling: "cls", maxSequenceTokens: 256, textPrefix: "" },
@@ -346,9 +348,10 @@ describe("BatchJob over files", () => {
     const out = join(d, "out");
     const summary = await new BatchJob({
       source: new FileSource({ path: input, idField: "key", textField: "body" }),
-      sink: new PartFileSink({ dir: out }),
+      sink: new PartFileSink({ dir: out, format: "jsonl" }),
       model: new FakeModel(),
       stateDir: out,
+      ...defaultJobOptions,
       outputConfig: {},
     }).run();
     expect(summary.rowsOk).toBe(3);
@@ -369,9 +372,10 @@ describe("BatchJob over files", () => {
     await writeFile(input, "a,b\n1,2\n");
     const run = new BatchJob({
       source: new FileSource({ path: input }),
-      sink: new PartFileSink({ dir: join(d, "out") }),
+      sink: new PartFileSink({ dir: join(d, "out"), format: "jsonl" }),
       model: new FakeModel(),
       stateDir: join(d, "out"),
+      ...defaultJobOptions,
       outputConfig: {},
     }).run();
     await expect(run).rejects.toThrow(/needs "id" and "text".*--id-field/);
@@ -387,6 +391,7 @@ describe("BatchJob over files", () => {
         sink: new PartFileSink({ dir: join(d, name), format: "avro" }),
         model: new FakeModel(),
         stateDir: join(d, name),
+        ...defaultJobOptions,
         outputConfig: {},
       }).run();
     }
