@@ -12,7 +12,8 @@ import { RunOutcomeReader } from "../kafka/run-outcome-reader.js";
 import { fingerprintModel } from "../model/model-fingerprint.js";
 import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
 import { SluiceError } from "../sluice-error.js";
-import { type BatchSourceRequest, createBatchSource, modelOutputSettings } from "./batch-runtime.js";
+import { modelOutputSettings } from "./model-output-settings.js";
+import { type BatchSourceRequest, createBatchSource } from "./run-source.js";
 import { createWireCodecs } from "./wire-codecs.js";
 
 /**

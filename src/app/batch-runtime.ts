@@ -3,19 +3,16 @@ import { BatchJob, type BatchRunMode } from "../batch/batch-job.js";
 import type { BatchProgressSink } from "../batch/batch-progress-sink.js";
 import type { BatchRunSummary } from "../batch/batch-run-summary.js";
 import type { BatchSink } from "../batch/batch-sink.js";
-import type { BatchSource } from "../batch/batch-source.js";
-import { FileSource } from "../batch/file-source.js";
 import { PartFileSink } from "../batch/part-file-sink.js";
 import type { SluiceConfig } from "../config/config-schema.js";
-import type { RequestDecoder } from "../contracts/request-codec.js";
 import { createKafka } from "../kafka/kafka-client.js";
-import { KafkaRangeSource } from "../kafka/kafka-range-source.js";
 import { KafkaTopicSink } from "../kafka/kafka-topic-sink.js";
 import { ModelRunner, type ModelRunnerOptions } from "../model/model-runner.js";
 import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
 import { resolveWorkerCount } from "../model/worker-count.js";
-import { SluiceError } from "../sluice-error.js";
 import { type BatchSeams, installedBatchSeams } from "./batch-seams.js";
+import { modelOutputSettings } from "./model-output-settings.js";
+import { type BatchSourceRequest, createBatchSource, kafkaTopic, oneOf } from "./run-source.js";
 import { createWireCodecs, type WireCodecs } from "./wire-codecs.js";
 
 /**
@@ -127,105 +124,9 @@ export async function createBatchRuntime(
 }
 
 /**
- * The model settings that change what the model returns for a row (the model and tokenizer files are
- * covered by the model version); part of every batch and backfill manifest's config digest.
- */
-export function modelOutputSettings(config: SluiceConfig): Record<string, unknown> {
-  const m = config.model;
-  return {
-    task: m.task,
-    pooling: m.pooling,
-    normalize: m.normalize,
-    maxSequenceTokens: m.maxSequenceTokens,
-    textPrefix: m.textPrefix,
-    labels: m.labels ?? null,
-  };
-}
-
-/** The input rows of a batch or backfill run: a file, or a topic range (`kafka:TOPIC`). */
-export interface BatchSourceRequest {
-  /** FILE.jsonl, FILE.csv or kafka:TOPIC. */
-  input: string;
-  /** File input format: jsonl or csv. Default: from the file extension. */
-  inputFormat?: string;
-  /** Default config batch.idField. */
-  idField?: string;
-  /** Default config batch.textField. */
-  textField?: string;
-  /** Topic inputs only: range start and (exclusive) end specs (src/batch/offset-spec.ts). */
-  from?: string;
-  to?: string;
-}
-
-/**
- * The input settings a manifest's config records (they change which rows and texts a run sees):
- * the input format (jsonl, csv, kafka-json, kafka-avro, kafka-avro-registry) and the id/text fields.
- */
-export interface InputSettings {
-  inputFormat: string;
-  idField: string;
-  textField: string;
-}
-
-/**
- * The source for `--input`, shared by `sluice batch` and `sluice backfill submit`, with the input
- * settings it was built from (flags, else config). Topic inputs decode with `decoder`
- * (src/app/wire-codecs.ts) when given, needed for avro-registry.
- */
-export function createBatchSource(
-  config: SluiceConfig,
-  request: BatchSourceRequest,
-  decoder?: RequestDecoder,
-): { source: BatchSource; inputSettings: InputSettings } {
-  const idField = request.idField ?? config.batch.idField;
-  const textField = request.textField ?? config.batch.textField;
-  const inputTopic = kafkaTopic(request.input, "--input");
-  if (inputTopic !== null) {
-    const source = new KafkaRangeSource({
-      kafka: createKafka(config.kafka, undefined, { clientId: `${config.kafka.clientId}-batch` }),
-      topic: inputTopic,
-      from: request.from ?? null,
-      to: request.to ?? null,
-      defaultCodec: config.topics.requestCodec,
-      ...(decoder ? { decoder } : {}),
-    });
-    return {
-      source,
-      inputSettings: { inputFormat: `kafka-${config.topics.requestCodec}`, idField, textField },
-    };
-  }
-  if (request.from || request.to) {
-    throw new SluiceError("CONFIG_INVALID", "--from/--to/--range apply to kafka:TOPIC inputs only");
-  }
-  const format = oneOf(
-    request.inputFormat ?? (/\.csv$/i.test(request.input) ? "csv" : "jsonl"),
-    ["jsonl", "csv"],
-    "--input-format",
-  );
-  return {
-    source: new FileSource({ path: request.input, format, idField, textField }),
-    inputSettings: { inputFormat: format, idField, textField },
-  };
-}
-
-/**
  * Same mapping as `sluice serve` (config `model` section → ModelRunner options), with model-fetch lines
  * on stderr; shared by `sluice batch`, `sluice plan --measure` and the batch benchmark.
  */
 export function batchModelOptions(config: SluiceConfig): Promise<ModelRunnerOptions> {
   return modelRunnerOptionsFromConfig(config, (line) => process.stderr.write(`model: ${line}\n`));
-}
-
-/** `kafka:TOPIC` → TOPIC; anything else is a path → null. */
-function kafkaTopic(spec: string, flag: "--input" | "--output"): string | null {
-  if (!spec.startsWith("kafka:")) return null;
-  const topic = spec.slice("kafka:".length);
-  if (!topic) throw new SluiceError("CONFIG_INVALID", `${flag} kafka:TOPIC needs a topic name`);
-  return topic;
-}
-
-/** `value` when it is one of `allowed`, else CONFIG_INVALID naming the flag. */
-function oneOf<T extends string>(value: string, allowed: readonly T[], flag: string): T {
-  if ((allowed as readonly string[]).includes(value)) return value as T;
-  throw new SluiceError("CONFIG_INVALID", `${flag} must be ${allowed.join(" or ")}, got ${value}`);
 }
