@@ -6,7 +6,13 @@ import type { RunProvenance } from "../batch/run-provenance.js";
 import type { InferenceResult } from "../contracts/inference.js";
 import { SluiceError } from "../sluice-error.js";
 import type { ExpectedModel, RunManifest } from "./run-manifest.js";
-import type { RunDeadLetter, RunOutcomes, SubmittedRow } from "./run-outcomes.js";
+import {
+  countModelVersions,
+  type ModelVersionCount,
+  type RunDeadLetter,
+  type RunOutcomes,
+  type SubmittedRow,
+} from "./run-outcomes.js";
 
 /**
  * `sluice backfill export ID --output DIR`: a run's outcomes as JSONL part files, one line per input
@@ -34,7 +40,7 @@ export interface ExportPart {
 
 /** The run's expected model and the model versions that produced the exported results. */
 export interface ExportedModels extends ExpectedModel {
-  versions: { name: string; version: string; rows: number }[];
+  versions: ModelVersionCount[];
 }
 
 /** The run's provenance (copied from its manifest), with the versions that actually answered. */
@@ -217,13 +223,6 @@ export async function exportRun(o: ExportOptions): Promise<ExportSummary> {
   parts.sort((a, b) => a.rowStart - b.rowStart);
   const complete =
     m.status === "submitted" && parts.length === nParts && missing === 0 && duplicateIds.length === 0;
-  const versions = new Map<string, { name: string; version: string; rows: number }>();
-  for (const r of o.outcomes.results) {
-    const k = `${r.model.name}@${r.model.version}`;
-    const v = versions.get(k) ?? { name: r.model.name, version: r.model.version, rows: 0 };
-    v.rows++;
-    versions.set(k, v);
-  }
   const at = now().toISOString();
   const next: ExportManifest = {
     formatVersion: EXPORT_FORMAT_VERSION,
@@ -234,7 +233,11 @@ export async function exportRun(o: ExportOptions): Promise<ExportSummary> {
     sluice: m.sluice,
     input: m.input,
     topics: m.topics,
-    model: { name: m.model.name, expectedVersion: m.model.expectedVersion, versions: [...versions.values()] },
+    model: {
+      name: m.model.name,
+      expectedVersion: m.model.expectedVersion,
+      versions: countModelVersions(o.outcomes.results),
+    },
     config: m.config,
     configHash: m.configHash,
     partRows: o.partRows,
