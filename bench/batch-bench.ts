@@ -61,7 +61,7 @@ function batchRun(
   return measure(async () => {
     await rm(out, { recursive: true, force: true });
     const summary = await new BatchJob({
-      source: new FileSource({ path: input }),
+      source: new FileSource({ path: input, format: "jsonl", idField: "id", textField: "text" }),
       sink: new PartFileSink({ dir: out, format: "jsonl" }),
       model,
       stateDir: out,

@@ -1,5 +1,5 @@
 import type { BatchSource } from "../batch/batch-source.js";
-import { FileSource } from "../batch/file-source.js";
+import { FileSource, fileFormatOf } from "../batch/file-source.js";
 import type { SluiceConfig } from "../config/config-schema.js";
 import type { RequestDecoder } from "../contracts/request-codec.js";
 import { createKafka } from "../kafka/kafka-client.js";
@@ -67,7 +67,7 @@ export function createBatchSource(
     throw new SluiceError("CONFIG_INVALID", "--from/--to/--range apply to kafka:TOPIC inputs only");
   }
   const format = oneOf(
-    request.inputFormat ?? (/\.csv$/i.test(request.input) ? "csv" : "jsonl"),
+    request.inputFormat ?? fileFormatOf(request.input),
     ["jsonl", "csv"],
     "--input-format",
   );

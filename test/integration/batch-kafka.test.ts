@@ -5,7 +5,6 @@ import type { Kafka } from "kafkajs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BatchJob } from "../../src/batch/batch-job.js";
 import type { BatchManifest } from "../../src/batch/batch-manifest.js";
-import { FileSource } from "../../src/batch/file-source.js";
 import { PartFileSink } from "../../src/batch/part-file-sink.js";
 import { encodeRequest } from "../../src/contracts/request-codec.js";
 import { decodeResult } from "../../src/contracts/result-codec.js";
@@ -13,7 +12,7 @@ import { readKafkaRanges } from "../../src/kafka/kafka-range-reader.js";
 import { KafkaRangeSource } from "../../src/kafka/kafka-range-source.js";
 import { KafkaTopicSink, SHARD_HEADER } from "../../src/kafka/kafka-topic-sink.js";
 import { ModelRunner } from "../../src/model/model-runner.js";
-import { defaultJobOptions } from "../support/batch-job-options.js";
+import { defaultFileSource, defaultJobOptions } from "../support/batch-defaults.js";
 import {
   createTopics,
   produceMessages,
@@ -205,7 +204,7 @@ describe("batch mode over Kafka", () => {
     const state = join(dir, "to-topic-state");
     const job = () =>
       new BatchJob({
-        source: new FileSource({ path: input }),
+        source: defaultFileSource(input),
         sink: new KafkaTopicSink({ kafka, topic: output, transactionTimeoutMs: 60_000 }),
         model,
         stateDir: state,

@@ -16,9 +16,9 @@ import {
   type RunManifest,
   withChunk,
 } from "../../../src/backfill/run-manifest.js";
-import { FileSource } from "../../../src/batch/file-source.js";
 import { RUN_ID_HEADER } from "../../../src/contracts/lane.js";
 import { isSluiceError } from "../../../src/sluice-error.js";
+import { defaultFileSource } from "../../support/batch-defaults.js";
 
 /** What a broker would hold: only committed chunks, each its records plus the manifest. */
 interface Log {
@@ -80,7 +80,7 @@ describe("BackfillSubmission", () => {
 
   const submit = (log: Log, failAt?: number) =>
     new BackfillSubmission({
-      source: new FileSource({ path: input }),
+      source: defaultFileSource(input),
       writer: fakeWriter(log, failAt),
       run,
       codec: "json",
