@@ -109,7 +109,7 @@ export async function createBatchRuntime(
       // At least batching.maxInFlightBatches, and two calls per worker so every worker stays busy while
       // the next batch is handed over.
       maxInFlightBatches: Math.max(config.batching.maxInFlightBatches, resolveWorkerCount(m.workers) * 2),
-      // Always on: less padding, same outputs order (docs/batch-mode.md); no flag or key turns it off.
+      // Always on: less padding, same output order (docs/batch-mode.md); no flag or key turns it off.
       sortByLength: true,
       mode: request.mode,
       // Everything here changes output bytes; the model file and tokenizer are covered by model identity.

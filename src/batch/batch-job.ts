@@ -77,7 +77,8 @@ export class BatchJob {
     this.opts = opts;
     this.stateDir = resolve(opts.stateDir);
     this.ledger = new FailureLedger(this.stateDir);
-    this.scorer = new ShardScorer(opts);
+    const { model, batchSize, maxInFlightBatches, sortByLength, progress, events } = opts;
+    this.scorer = new ShardScorer({ model, batchSize, maxInFlightBatches, sortByLength, progress, events });
   }
 
   /** Asks the job to stop after the shard in progress (e.g. on SIGINT); `run()` then resolves "interrupted". */

@@ -77,7 +77,10 @@ export interface RunTotals {
   wallMs: number;
 }
 
-/** What a run is, as opposed to how far it got: the fields a resumed run must agree on. */
+/**
+ * What a run is, as opposed to how far it got. A resumed run must agree on all of it but `sluice`
+ * (a newer Sluice may finish an older run; the manifest keeps the one that started it).
+ */
 export type RunIdentity = Pick<
   BatchManifest,
   "sluice" | "input" | "model" | "configHash" | "config" | "shardSize" | "output"
@@ -86,7 +89,7 @@ export type RunIdentity = Pick<
 /** A new run's manifest, nothing done yet. */
 export function newBatchManifest(identity: RunIdentity, now: Date = new Date()): BatchManifest {
   const at = now.toISOString();
-  const { sluice, ...rest } = identity;
+  const { sluice, ...rest } = identity; // provenance first, in the order manifests always had
   return {
     formatVersion: MANIFEST_FORMAT_VERSION,
     runId: newRunId(now),
