@@ -61,14 +61,15 @@ function batchRun(
   return measure(async () => {
     await rm(out, { recursive: true, force: true });
     const summary = await new BatchJob({
-      source: new FileSource({ path: input }),
-      sink: new PartFileSink({ dir: out }),
+      source: new FileSource({ path: input, format: "jsonl", idField: "id", textField: "text" }),
+      sink: new PartFileSink({ dir: out, format: "jsonl" }),
       model,
       stateDir: out,
       shardSize: 1000,
       batchSize,
       maxInFlightBatches: inFlight,
       sortByLength,
+      mode: "resume",
       outputConfig: { bench: true },
     }).run();
     if (summary.rowsOk + summary.rowsFailed !== rows) {

@@ -3,7 +3,7 @@ import { BackfillSubmission, type SubmissionSummary } from "../backfill/backfill
 import { type ExportSummary, exportRun } from "../backfill/run-export.js";
 import { assertRunId, type RunManifest, unknownRun } from "../backfill/run-manifest.js";
 import { type RunStatusReport, summarizeRun } from "../backfill/run-outcomes.js";
-import { hashConfig, sluiceProvenance } from "../batch/batch-manifest.js";
+import { hashConfig, sluiceBuild } from "../batch/run-provenance.js";
 import { backfillResultsTopic, type SluiceConfig } from "../config/config-schema.js";
 import { KafkaRunWriter } from "../kafka/backfill-run-writer.js";
 import { createKafka } from "../kafka/kafka-client.js";
@@ -12,18 +12,19 @@ import { RunOutcomeReader } from "../kafka/run-outcome-reader.js";
 import { fingerprintModel } from "../model/model-fingerprint.js";
 import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
 import { SluiceError } from "../sluice-error.js";
-import { type BatchSourceRequest, createBatchSource, modelOutputSettings } from "./batch-runtime.js";
+import { modelOutputSettings } from "./model-output-settings.js";
+import { type BatchSourceRequest, createBatchSource } from "./run-source.js";
 import { createWireCodecs } from "./wire-codecs.js";
 
-/** `sluice backfill submit` as the CLI asks for it; unset fields come from the configuration. */
+/**
+ * `sluice backfill submit` as the CLI asks for it: unset optional fields come from the configuration;
+ * `chunkRows` is the CLI's (`--chunk-rows` holds its default).
+ */
 export interface BackfillSubmitRequest extends BatchSourceRequest {
   runId: string;
-  /** Input rows per submit transaction. Default 500. */
-  chunkRows?: number;
+  /** Input rows per submit transaction. */
+  chunkRows: number;
 }
-
-export const DEFAULT_SUBMIT_CHUNK_ROWS = 500;
-export const DEFAULT_EXPORT_PART_ROWS = 10_000;
 
 /**
  * Composition roots of `sluice backfill submit|status|export` (docs/lanes.md, "Backfill runs"):
@@ -47,7 +48,7 @@ export async function submitBackfill(
   const decoder = request.input.startsWith("kafka:")
     ? (await createWireCodecs(config)).requestDecoder
     : undefined;
-  const { source, inputFormat } = createBatchSource(config, request, decoder);
+  const { source, inputSettings } = createBatchSource(config, request, decoder);
   const kafka = createKafka(config.kafka, undefined, { clientId: `${config.kafka.clientId}-backfill` });
   const store = runStore(config);
   const writer = new KafkaRunWriter({
@@ -62,9 +63,7 @@ export async function submitBackfill(
   // Everything here changes what the model returns for a row; the model files are its version.
   const outputConfig = {
     ...modelOutputSettings(config),
-    inputFormat,
-    idField: request.idField ?? config.batch.idField,
-    textField: request.textField ?? config.batch.textField,
+    ...inputSettings,
     requestCodec: config.topics.requestCodec,
   };
   try {
@@ -74,14 +73,14 @@ export async function submitBackfill(
       // Backfill rows are Sluice's own records: with avro-registry they are written as bare Avro with
       // a content-type header, which serve's decoder selects by header (no registry id needed).
       codec: config.topics.requestCodec === "avro-registry" ? "avro" : config.topics.requestCodec,
-      chunkRows: request.chunkRows ?? DEFAULT_SUBMIT_CHUNK_ROWS,
+      chunkRows: request.chunkRows,
       maxRecordBytes: config.delivery.maxMessageBytes,
       submittedIds: async (manifest) =>
         (await outcomeReader(config).submittedRows(manifest)).map((r) => r.id),
       onChunk,
       run: {
         runId: request.runId,
-        sluice: sluiceProvenance(),
+        sluice: sluiceBuild(),
         topics: {
           backfill: backfillTopic,
           results: backfillResultsTopic(config.topics),
@@ -104,12 +103,12 @@ export async function backfillStatus(config: SluiceConfig, runId: string): Promi
   return summarizeRun(manifest, outcomes);
 }
 
-/** `sluice backfill export ID --output DIR`. */
+/** `sluice backfill export ID --output DIR`, `partRows` input rows per part file (`--part-rows`). */
 export async function exportBackfill(
   config: SluiceConfig,
   runId: string,
   dir: string,
-  partRows: number = DEFAULT_EXPORT_PART_ROWS,
+  partRows: number,
 ): Promise<ExportSummary> {
   const manifest = await requireRun(config, runId);
   const reader = outcomeReader(config);

@@ -3,46 +3,35 @@ import { BatchJob, type BatchRunMode } from "../batch/batch-job.js";
 import type { BatchProgressSink } from "../batch/batch-progress-sink.js";
 import type { BatchRunSummary } from "../batch/batch-run-summary.js";
 import type { BatchSink } from "../batch/batch-sink.js";
-import type { BatchSource } from "../batch/batch-source.js";
-import { FileSource } from "../batch/file-source.js";
 import { PartFileSink } from "../batch/part-file-sink.js";
 import type { SluiceConfig } from "../config/config-schema.js";
-import type { RequestDecoder } from "../contracts/request-codec.js";
 import { createKafka } from "../kafka/kafka-client.js";
-import { KafkaRangeSource } from "../kafka/kafka-range-source.js";
 import { KafkaTopicSink } from "../kafka/kafka-topic-sink.js";
 import { ModelRunner, type ModelRunnerOptions } from "../model/model-runner.js";
 import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
 import { resolveWorkerCount } from "../model/worker-count.js";
-import { SluiceError } from "../sluice-error.js";
 import { type BatchSeams, installedBatchSeams } from "./batch-seams.js";
+import { modelOutputSettings } from "./model-output-settings.js";
+import { type BatchSourceRequest, createBatchSource, kafkaTopic, oneOf } from "./run-source.js";
 import { createWireCodecs, type WireCodecs } from "./wire-codecs.js";
 
-/** One offline run as `sluice batch` asks for it; unset (undefined) fields come from the configuration. */
-export interface BatchRunRequest {
-  /** FILE.jsonl, FILE.csv or kafka:TOPIC. */
-  input: string;
+/**
+ * One offline run as `sluice batch` asks for it. Optional fields left unset come from the configuration
+ * (the one home of their defaults); the required ones are the CLI's (its flags hold their defaults).
+ */
+export interface BatchRunRequest extends BatchSourceRequest {
   /** A directory for part files, or kafka:TOPIC. */
   output: string;
-  /** Part file format: jsonl or avro. Default jsonl. */
-  format?: string;
-  /** File input format: jsonl or csv. Default: from the file extension. */
-  inputFormat?: string;
-  /** Default config batch.idField. */
-  idField?: string;
-  /** Default config batch.textField. */
-  textField?: string;
+  /** Part file format: jsonl or avro (`--format`). */
+  format: string;
   /** Rows per shard. Default config batch.shardSize. */
   shardSize?: number;
   /** Items per model call. Default config batching.maxBatchSize. */
   batchSize?: number;
-  /** Topic inputs only: range start and (exclusive) end specs (src/batch/offset-spec.ts). */
-  from?: string;
-  to?: string;
   /** Manifest/failures directory. Default: the output directory, or .sluice/batch/<topic> for a topic output. */
   stateDir?: string;
-  /** Default resume. */
-  mode?: BatchRunMode;
+  /** resume, new-run or retry-failed (from `--new-run` / `--retry-failed`). */
+  mode: BatchRunMode;
 }
 
 export interface BatchRuntimeOptions {
@@ -71,8 +60,6 @@ export async function createBatchRuntime(
   options: BatchRuntimeOptions = {},
 ): Promise<BatchRuntime> {
   const seams = options.seams ?? installedBatchSeams();
-  const idField = request.idField ?? config.batch.idField;
-  const textField = request.textField ?? config.batch.textField;
   const kafka = () => createKafka(config.kafka, undefined, { clientId: `${config.kafka.clientId}-batch` });
 
   const inputTopic = kafkaTopic(request.input, "--input");
@@ -80,7 +67,7 @@ export async function createBatchRuntime(
   // Topic inputs and outputs use the same wire codecs as `sluice serve` (schema registry included).
   const wire: WireCodecs | undefined =
     inputTopic !== null || outputTopic !== null ? await createWireCodecs(config) : undefined;
-  let { source, inputFormat } = createBatchSource(config, request, wire?.requestDecoder);
+  let { source, inputSettings } = createBatchSource(config, request, wire?.requestDecoder);
 
   let sink: BatchSink;
   let stateDir: string;
@@ -96,7 +83,7 @@ export async function createBatchRuntime(
     });
     stateDir = resolve(request.stateDir ?? `.sluice/batch/${outputTopic}`);
   } else {
-    const format = oneOf(request.format ?? "jsonl", ["jsonl", "avro"], "--format");
+    const format = oneOf(request.format, ["jsonl", "avro"], "--format");
     sink = new PartFileSink({ dir: request.output, format });
     stateDir = resolve(request.stateDir ?? request.output);
   }
@@ -120,17 +107,14 @@ export async function createBatchRuntime(
       stateDir,
       shardSize: request.shardSize ?? config.batch.shardSize,
       batchSize: request.batchSize ?? config.batching.maxBatchSize,
-      maxInFlightBatches: Math.max(2, resolveWorkerCount(m.workers) * 2),
-      mode: request.mode ?? "resume",
-      tokenizerHash: model.tokenizerHash,
+      // At least batching.maxInFlightBatches, and two calls per worker so every worker stays busy while
+      // the next batch is handed over.
+      maxInFlightBatches: Math.max(config.batching.maxInFlightBatches, resolveWorkerCount(m.workers) * 2),
+      // Always on: less padding, same output order (docs/batch-mode.md); no flag or key turns it off.
+      sortByLength: true,
+      mode: request.mode,
       // Everything here changes output bytes; the model file and tokenizer are covered by model identity.
-      outputConfig: {
-        ...modelOutputSettings(config),
-        inputFormat,
-        idField,
-        textField,
-        outputFormat: sink.format,
-      },
+      outputConfig: { ...modelOutputSettings(config), ...inputSettings, outputFormat: sink.format },
       progress: options.progress,
     });
   } catch (error) {
@@ -141,89 +125,9 @@ export async function createBatchRuntime(
 }
 
 /**
- * The model settings that change what the model returns for a row (the model and tokenizer files are
- * covered by the model version); part of every batch and backfill manifest's config digest.
- */
-export function modelOutputSettings(config: SluiceConfig): Record<string, unknown> {
-  const m = config.model;
-  return {
-    task: m.task,
-    pooling: m.pooling,
-    normalize: m.normalize,
-    maxSequenceTokens: m.maxSequenceTokens,
-    textPrefix: m.textPrefix,
-    labels: m.labels ?? null,
-  };
-}
-
-/** The input rows of a batch or backfill run: a file, or a topic range (`kafka:TOPIC`). */
-export interface BatchSourceRequest {
-  /** FILE.jsonl, FILE.csv or kafka:TOPIC. */
-  input: string;
-  /** File input format: jsonl or csv. Default: from the file extension. */
-  inputFormat?: string;
-  /** Default config batch.idField. */
-  idField?: string;
-  /** Default config batch.textField. */
-  textField?: string;
-  /** Topic inputs only: range start and (exclusive) end specs (src/batch/offset-spec.ts). */
-  from?: string;
-  to?: string;
-}
-
-/**
- * The source for `--input`, shared by `sluice batch` and `sluice backfill submit`; `inputFormat` is what
- * the manifest records (jsonl, csv, kafka-json, kafka-avro, kafka-avro-registry). Topic inputs decode
- * with `decoder` (src/app/wire-codecs.ts) when given, needed for avro-registry.
- */
-export function createBatchSource(
-  config: SluiceConfig,
-  request: BatchSourceRequest,
-  decoder?: RequestDecoder,
-): { source: BatchSource; inputFormat: string } {
-  const idField = request.idField ?? config.batch.idField;
-  const textField = request.textField ?? config.batch.textField;
-  const inputTopic = kafkaTopic(request.input, "--input");
-  if (inputTopic !== null) {
-    const source = new KafkaRangeSource({
-      kafka: createKafka(config.kafka, undefined, { clientId: `${config.kafka.clientId}-batch` }),
-      topic: inputTopic,
-      from: request.from ?? null,
-      to: request.to ?? null,
-      defaultCodec: config.topics.requestCodec,
-      ...(decoder ? { decoder } : {}),
-    });
-    return { source, inputFormat: `kafka-${config.topics.requestCodec}` };
-  }
-  if (request.from || request.to) {
-    throw new SluiceError("CONFIG_INVALID", "--from/--to/--range apply to kafka:TOPIC inputs only");
-  }
-  const format = oneOf(
-    request.inputFormat ?? (/\.csv$/i.test(request.input) ? "csv" : "jsonl"),
-    ["jsonl", "csv"],
-    "--input-format",
-  );
-  return { source: new FileSource({ path: request.input, format, idField, textField }), inputFormat: format };
-}
-
-/**
  * Same mapping as `sluice serve` (config `model` section → ModelRunner options), with model-fetch lines
  * on stderr; shared by `sluice batch`, `sluice plan --measure` and the batch benchmark.
  */
 export function batchModelOptions(config: SluiceConfig): Promise<ModelRunnerOptions> {
   return modelRunnerOptionsFromConfig(config, (line) => process.stderr.write(`model: ${line}\n`));
-}
-
-/** `kafka:TOPIC` → TOPIC; anything else is a path → null. */
-function kafkaTopic(spec: string, flag: "--input" | "--output"): string | null {
-  if (!spec.startsWith("kafka:")) return null;
-  const topic = spec.slice("kafka:".length);
-  if (!topic) throw new SluiceError("CONFIG_INVALID", `${flag} kafka:TOPIC needs a topic name`);
-  return topic;
-}
-
-/** `value` when it is one of `allowed`, else CONFIG_INVALID naming the flag. */
-function oneOf<T extends string>(value: string, allowed: readonly T[], flag: string): T {
-  if ((allowed as readonly string[]).includes(value)) return value as T;
-  throw new SluiceError("CONFIG_INVALID", `${flag} must be ${allowed.join(" or ")}, got ${value}`);
 }

@@ -33,11 +33,12 @@ export interface RunWriter {
   open(): Promise<RunManifest | null>;
   /**
    * One transaction: `records` on the backfill topic, then the manifest `next` derives from where they
-   * landed, on the runs topic. Returns that manifest once committed.
+   * landed, on the runs topic. Returns that manifest once committed. `refused` are the records the
+   * broker refuses as too large even alone: left out of the chunk, recorded as invalid rows.
    */
   commitChunk(
     records: readonly BackfillRecord[],
-    next: (placed: PlacedRecords[]) => RunManifest,
+    next: (placed: PlacedRecords[], refused: InvalidRow[]) => RunManifest,
   ): Promise<RunManifest>;
   close(): Promise<void>;
 }
@@ -126,11 +127,13 @@ export class BackfillSubmission {
       records = [];
       invalid = [];
       const before = manifest;
-      manifest = await writer.commitChunk(batch, (placed) => {
-        const next = withChunk(before, { rowsRead: read, placed, invalid: bad });
+      let written = batch.length;
+      manifest = await writer.commitChunk(batch, (placed, refused) => {
+        written = batch.length - refused.length;
+        const next = withChunk(before, { rowsRead: read, placed, invalid: [...bad, ...refused] });
         return last ? asSubmitted(next, input) : next;
       });
-      rowsWritten += batch.length;
+      rowsWritten += written;
       this.opts.onChunk?.(manifest);
     };
     for await (const item of source.items()) {

@@ -1,11 +1,18 @@
 import { mkdir, readdir, readFile, rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { AtomicFileWriter, TEMP_SUFFIX, writeFileAtomic } from "../batch/atomic-file.js";
-import type { InputDescription } from "../batch/batch-manifest.js";
+import { partFileName, partName } from "../batch/part-name.js";
+import type { RunProvenance } from "../batch/run-provenance.js";
 import type { InferenceResult } from "../contracts/inference.js";
 import { SluiceError } from "../sluice-error.js";
-import type { RunManifest } from "./run-manifest.js";
-import type { RunDeadLetter, RunOutcomes, SubmittedRow } from "./run-outcomes.js";
+import type { ExpectedModel, RunManifest } from "./run-manifest.js";
+import {
+  countModelVersions,
+  type ModelVersionCount,
+  type RunDeadLetter,
+  type RunOutcomes,
+  type SubmittedRow,
+} from "./run-outcomes.js";
 
 /**
  * `sluice backfill export ID --output DIR`: a run's outcomes as JSONL part files, one line per input
@@ -31,22 +38,19 @@ export interface ExportPart {
   sha256: string;
 }
 
-export interface ExportManifest {
+/** The run's expected model and the model versions that produced the exported results. */
+export interface ExportedModels extends ExpectedModel {
+  versions: ModelVersionCount[];
+}
+
+/** The run's provenance (copied from its manifest), with the versions that actually answered. */
+export interface ExportManifest extends RunProvenance<ExportedModels> {
   formatVersion: number;
   runId: string;
   status: "complete" | "partial";
   createdAt: string;
   updatedAt: string;
-  sluice: RunManifest["sluice"];
-  input: InputDescription;
   topics: RunManifest["topics"];
-  model: {
-    name: string;
-    expectedVersion: string | null;
-    versions: { name: string; version: string; rows: number }[];
-  };
-  config: Record<string, unknown>;
-  configHash: string;
   partRows: number;
   parts: ExportPart[];
   totals: { rows: number; ok: number; failed: number };
@@ -144,7 +148,7 @@ export async function exportRun(o: ExportOptions): Promise<ExportSummary> {
   let partsWritten = 0;
   let rowsWritten = 0;
   for (let k = 0; k < nParts; k++) {
-    const key = `part-${String(k).padStart(5, "0")}`;
+    const key = partName(k);
     if (done.has(key)) continue;
     const rowStart = k * o.partRows;
     const rowEnd = Math.min(rowStart + o.partRows, rowsKnown);
@@ -201,7 +205,7 @@ export async function exportRun(o: ExportOptions): Promise<ExportSummary> {
       }
     }
     if (!complete) continue;
-    const file = `${key}.jsonl`;
+    const file = partFileName(key, "jsonl");
     const writer = new AtomicFileWriter(join(dir, file));
     try {
       for (let i = 0; i < lines.length; i += 1000) {
@@ -219,13 +223,6 @@ export async function exportRun(o: ExportOptions): Promise<ExportSummary> {
   parts.sort((a, b) => a.rowStart - b.rowStart);
   const complete =
     m.status === "submitted" && parts.length === nParts && missing === 0 && duplicateIds.length === 0;
-  const versions = new Map<string, { name: string; version: string; rows: number }>();
-  for (const r of o.outcomes.results) {
-    const k = `${r.model.name}@${r.model.version}`;
-    const v = versions.get(k) ?? { name: r.model.name, version: r.model.version, rows: 0 };
-    v.rows++;
-    versions.set(k, v);
-  }
   const at = now().toISOString();
   const next: ExportManifest = {
     formatVersion: EXPORT_FORMAT_VERSION,
@@ -236,7 +233,11 @@ export async function exportRun(o: ExportOptions): Promise<ExportSummary> {
     sluice: m.sluice,
     input: m.input,
     topics: m.topics,
-    model: { name: m.model.name, expectedVersion: m.model.expectedVersion, versions: [...versions.values()] },
+    model: {
+      name: m.model.name,
+      expectedVersion: m.model.expectedVersion,
+      versions: countModelVersions(o.outcomes.results),
+    },
     config: m.config,
     configHash: m.configHash,
     partRows: o.partRows,

@@ -1,5 +1,9 @@
-import type { InputDescription } from "../batch/batch-manifest.js";
-import { canonicalJson } from "../batch/batch-manifest.js";
+import {
+  changedConfigKeys,
+  type InputDescription,
+  inputChange,
+  type RunProvenance,
+} from "../batch/run-provenance.js";
 import { SluiceError } from "../sluice-error.js";
 
 /**
@@ -35,22 +39,25 @@ export interface InvalidRow {
   message: string;
 }
 
-export interface RunManifest {
+/**
+ * The model a backfill run expects its results from: the provenance's model part. `serve` does the
+ * scoring, so the run knows the configured model's name and version, not the version that answered.
+ */
+export interface ExpectedModel {
+  name: string;
+  /** 12 hex of SHA-256 over model + tokenizer, as results carry it; null when the model was not readable. */
+  expectedVersion: string | null;
+}
+
+/** `config` holds the settings that change outputs (task, pooling, …, id/text fields, request codec). */
+export interface RunManifest extends RunProvenance<ExpectedModel> {
   formatVersion: number;
   runId: string;
   status: RunStatus;
   createdAt: string;
   updatedAt: string;
-  sluice: { version: string; gitCommit: string | null };
-  /** Input identity: SHA-256, size and rows of a file, or the fixed offset ranges of a topic. */
-  input: InputDescription;
   /** Where the rows went and where their outcomes go. */
   topics: { backfill: string; results: string; deadLetters: string };
-  /** Model name and expected version (12 hex of SHA-256 over model + tokenizer; null if not local). */
-  model: { name: string; expectedVersion: string | null };
-  /** Settings that change outputs (task, pooling, …, id/text fields) and their SHA-256. */
-  config: Record<string, unknown>;
-  configHash: string;
   /** Input rows handled so far (submitted or invalid): the resume point. */
   rowsRead: number;
   rowsSubmitted: number;
@@ -112,19 +119,16 @@ export function assertSameSubmission(
   const a = existing.input;
   const b = current.input;
   const run = `run ${existing.runId}`;
-  if (a.kind !== b.kind || a.uri !== b.uri) {
+  const input = inputChange(a, b);
+  if (input === "source") {
     throw mismatch(`${run} was submitted from ${a.uri}, not ${b.uri}: use a new --run-id for a new input`);
   }
-  if (a.kind === "file" && b.kind === "file" && a.sha256 !== b.sha256) {
+  if (input === "content" && a.kind === "file" && b.kind === "file") {
     throw mismatch(
       `input file ${b.uri.replace(/^file:\/\//, "")} changed since ${run} was submitted from it (sha256 ${a.sha256.slice(0, 12)}… then, ${b.sha256.slice(0, 12)}… now); submit the new content under a new --run-id`,
     );
   }
-  if (
-    a.kind === "kafka" &&
-    b.kind === "kafka" &&
-    (canonicalJson(a.spec) !== canonicalJson(b.spec) || canonicalJson(a.ranges) !== canonicalJson(b.ranges))
-  ) {
+  if (input === "ranges" && a.kind === "kafka") {
     throw mismatch(`${run} read other offset ranges of ${a.topic} (--range/--from/--to); use a new --run-id`);
   }
   if (existing.topics.backfill !== current.topics.backfill) {
@@ -133,9 +137,7 @@ export function assertSameSubmission(
     );
   }
   if (existing.configHash !== current.configHash) {
-    const changed = [...new Set([...Object.keys(existing.config), ...Object.keys(current.config)])].filter(
-      (k) => canonicalJson(existing.config[k]) !== canonicalJson(current.config[k]),
-    );
+    const changed = changedConfigKeys(existing.config, current.config);
     throw mismatch(
       `${run} was submitted with other output-affecting settings (${changed.join(", ") || "config hash"}); use a new --run-id`,
     );

@@ -55,14 +55,39 @@ export interface RunStatusReport {
   duplicateResults: number;
   done: boolean;
   partitions: PartitionProgress[];
-  /** Model versions that produced results, with their counts. */
-  modelVersions: { name: string; version: string; rows: number }[];
+  /** Model versions that produced results, with their counts, most rows first. */
+  modelVersions: ModelVersionCount[];
   expectedModelVersion: string | null;
   /** Results per second over the last minute of results (null before two results). */
   rowsPerSec: number | null;
   etaSeconds: number | null;
   firstResultAt: string | null;
   lastResultAt: string | null;
+}
+
+/** How many of a run's rows one model version answered. */
+export interface ModelVersionCount {
+  name: string;
+  version: string;
+  rows: number;
+}
+
+/**
+ * The model versions that produced a run's results, each id counted once (its first result, the one
+ * status and export take), in the order first seen. Pure.
+ */
+export function countModelVersions(results: readonly InferenceResult[]): ModelVersionCount[] {
+  const seen = new Set<string>();
+  const versions = new Map<string, ModelVersionCount>();
+  for (const r of results) {
+    if (seen.has(r.id)) continue;
+    seen.add(r.id);
+    const key = `${r.model.name}@${r.model.version}`;
+    const v = versions.get(key) ?? { name: r.model.name, version: r.model.version, rows: 0 };
+    v.rows++;
+    versions.set(key, v);
+  }
+  return [...versions.values()];
 }
 
 /** Rate window: the rate is measured over the results of the last minute. */
@@ -86,7 +111,6 @@ export function summarizeRun(manifest: RunManifest, outcomes: RunOutcomes): RunS
   let duplicates = 0;
   let ok = 0;
   let failed = 0;
-  const models = new Map<string, { name: string; version: string; rows: number }>();
   const times: number[] = [];
   const failures: Record<string, number> = {};
   const fail = (code: string, n = 1) => {
@@ -110,10 +134,6 @@ export function summarizeRun(manifest: RunManifest, outcomes: RunOutcomes): RunS
       e.failed++;
       fail(r.error?.code ?? r.status.toUpperCase());
     }
-    const key = `${r.model.name}@${r.model.version}`;
-    const m = models.get(key) ?? { name: r.model.name, version: r.model.version, rows: 0 };
-    m.rows++;
-    models.set(key, m);
     times.push(r.timing.completedAt);
   }
   let deadLetters = 0;
@@ -162,7 +182,7 @@ export function summarizeRun(manifest: RunManifest, outcomes: RunOutcomes): RunS
     duplicateResults: duplicates,
     done,
     partitions: [...byPartition.values()].sort((a, b) => a.partition - b.partition),
-    modelVersions: [...models.values()].sort((a, b) => b.rows - a.rows),
+    modelVersions: countModelVersions(outcomes.results).sort((a, b) => b.rows - a.rows),
     expectedModelVersion: manifest.model.expectedVersion,
     rowsPerSec: rate,
     etaSeconds: done ? 0 : remaining !== null && rate ? Math.round(remaining / rate) : null,

@@ -1,12 +1,10 @@
-import { execFileSync } from "node:child_process";
-import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
 import { readFile } from "node:fs/promises";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { SluiceError } from "../sluice-error.js";
 import { writeFileAtomic } from "./atomic-file.js";
 import type { InFlightShard } from "./batch-sink.js";
+import { changedConfigKeys, inputChange, type RunProvenance } from "./run-provenance.js";
 
 /**
  * `manifest.json`: what a batch run read, with which model and config, and which shards are done.
@@ -15,29 +13,8 @@ import type { InFlightShard } from "./batch-sink.js";
 export const MANIFEST_FILE = "manifest.json";
 export const MANIFEST_FORMAT_VERSION = 1;
 
-export type InputDescription =
-  | {
-      kind: "file";
-      uri: string;
-      format: "jsonl" | "csv";
-      sha256: string;
-      sizeBytes: number;
-      /** Data rows (CSV header excluded). */
-      rows: number;
-    }
-  | {
-      kind: "kafka";
-      uri: string;
-      topic: string;
-      /** Half-open offset range per partition, fixed when the run started. */
-      ranges: { partition: number; startOffset: string; endOffset: string }[];
-      /** `--from` / `--to` as given; a resumed run with the same spec reuses `ranges`. */
-      spec: { from: string | null; to: string | null };
-      /** Committed records in the ranges; known once a run has read everything (null before). */
-      rows: number | null;
-    };
-
-export interface ModelDescription {
+/** The model that produced a batch run's outputs: the provenance's model part. */
+export interface ModelProvenance {
   name: string;
   version: string;
   task: string;
@@ -76,40 +53,80 @@ export interface RetryRound {
   finishedAt: string | null;
 }
 
-export interface BatchManifest {
+export interface BatchManifest extends RunProvenance<ModelProvenance> {
   formatVersion: number;
   runId: string;
   status: "running" | "complete";
   createdAt: string;
   updatedAt: string;
-  sluice: { version: string; gitCommit: string | null };
-  input: InputDescription;
   output: { uri: string; format: string };
-  model: ModelDescription;
-  /** SHA-256 of `config` in canonical JSON. */
-  configHash: string;
-  /** Settings that change output bytes (tokenisation, truncation, pooling, task, prefix, fields, format). */
-  config: Record<string, unknown>;
   shardSize: number;
   shards: ShardRecord[];
   retries: RetryRound[];
   /** Shard being written to a topic output; resume checks whether its transaction committed. */
   inFlight: (InFlightShard & { round: number | null; pending: ShardRecord }) | null;
-  totals: { rows: number; ok: number; failed: number; shardsComplete: number; wallMs: number };
+  totals: RunTotals;
 }
 
-/** Canonical JSON (sorted keys) so equal settings always hash equal. */
-export function canonicalJson(value: unknown): string {
-  if (value === null || typeof value !== "object") return JSON.stringify(value ?? null);
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
-  const entries = Object.entries(value as Record<string, unknown>)
-    .filter(([, v]) => v !== undefined)
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(",")}}`;
+/** Whole-run counts; `failed` counts failures still open (not recovered by a retry round). */
+export interface RunTotals {
+  rows: number;
+  ok: number;
+  failed: number;
+  shardsComplete: number;
+  wallMs: number;
 }
 
-export function hashConfig(config: Record<string, unknown>): string {
-  return createHash("sha256").update(canonicalJson(config)).digest("hex");
+/**
+ * What a run is, as opposed to how far it got. A resumed run must agree on all of it but `sluice`
+ * (a newer Sluice may finish an older run; the manifest keeps the one that started it).
+ */
+export type RunIdentity = Pick<
+  BatchManifest,
+  "sluice" | "input" | "model" | "configHash" | "config" | "shardSize" | "output"
+>;
+
+/** A new run's manifest, nothing done yet. */
+export function newBatchManifest(identity: RunIdentity, now: Date = new Date()): BatchManifest {
+  const at = now.toISOString();
+  const { sluice, ...rest } = identity; // provenance first, in the order manifests always had
+  return {
+    formatVersion: MANIFEST_FORMAT_VERSION,
+    runId: newRunId(now),
+    status: "running",
+    createdAt: at,
+    updatedAt: at,
+    sluice,
+    ...rest,
+    shards: [],
+    retries: [],
+    inFlight: null,
+    totals: { rows: 0, ok: 0, failed: 0, shardsComplete: 0, wallMs: 0 },
+  };
+}
+
+/**
+ * The shard records whose failures are still open: those of the main shards, or, once a retry round
+ * completed, that round's (a round retries every open failure, so its failures replace the earlier ones).
+ */
+export function openFailureShards(m: BatchManifest): readonly ShardRecord[] {
+  const lastComplete = m.retries.findLast((r) => r.complete);
+  return lastComplete ? lastComplete.shards : m.shards;
+}
+
+/** The run's totals from its shard records; `wallMs` is the run's wall time over all invocations. */
+export function runTotals(m: BatchManifest, wallMs: number): RunTotals {
+  const ok = [...m.shards, ...m.retries.flatMap((r) => r.shards)].reduce((n, s) => n + s.ok, 0);
+  const baseFailed = openFailureShards(m).reduce((n, s) => n + s.failures, 0);
+  const open = m.retries.at(-1);
+  const recoveredInOpenRound = open && !open.complete ? open.shards.reduce((n, s) => n + s.ok, 0) : 0;
+  return {
+    rows: m.shards.reduce((n, s) => n + s.rows, 0),
+    ok,
+    failed: baseFailed - recoveredInOpenRound,
+    shardsComplete: m.shards.length,
+    wallMs,
+  };
 }
 
 export async function readManifest(dir: string): Promise<BatchManifest | null> {
@@ -153,34 +170,22 @@ export async function writeManifest(dir: string, manifest: BatchManifest): Promi
  * Refuses to continue a run whose input, model, config or shard size differ from the manifest's:
  * mixing would leave part files computed two different ways under one manifest.
  */
-export function assertSameRun(
-  existing: BatchManifest,
-  current: Pick<BatchManifest, "input" | "model" | "configHash" | "config" | "shardSize" | "output">,
-  dir: string,
-): void {
+export function assertSameRun(existing: BatchManifest, current: RunIdentity, dir: string): void {
   const diffs: string[] = [];
   const a = existing.input;
   const b = current.input;
-  if (a.kind !== b.kind || a.uri !== b.uri) diffs.push(`input ${a.uri} → ${b.uri}`);
-  else if (a.kind === "file" && b.kind === "file" && a.sha256 !== b.sha256) {
+  const input = inputChange(a, b);
+  if (input === "source") diffs.push(`input ${a.uri} → ${b.uri}`);
+  else if (input === "content" && a.kind === "file" && b.kind === "file") {
     diffs.push(`input content (sha256 ${a.sha256.slice(0, 12)} → ${b.sha256.slice(0, 12)})`);
-  } else if (
-    a.kind === "kafka" &&
-    b.kind === "kafka" &&
-    (canonicalJson(a.spec) !== canonicalJson(b.spec) || canonicalJson(a.ranges) !== canonicalJson(b.ranges))
-  ) {
-    diffs.push("input offset ranges (--from/--to)");
-  }
+  } else if (input === "ranges") diffs.push("input offset ranges (--from/--to)");
   if (existing.model.name !== current.model.name || existing.model.version !== current.model.version) {
     diffs.push(
       `model ${existing.model.name}@${existing.model.version} → ${current.model.name}@${current.model.version}`,
     );
   } else if (existing.model.tokenizerHash !== current.model.tokenizerHash) diffs.push("tokenizer");
   if (existing.configHash !== current.configHash) {
-    const now = current.config;
-    const changed = [...new Set([...Object.keys(existing.config), ...Object.keys(now)])].filter(
-      (k) => canonicalJson(existing.config[k]) !== canonicalJson(now[k]),
-    );
+    const changed = changedConfigKeys(existing.config, current.config);
     diffs.push(`output-affecting config (${changed.join(", ") || "hash"})`);
   }
   if (existing.shardSize !== current.shardSize)
@@ -198,40 +203,11 @@ export function assertSameRun(
   }
 }
 
-/** Package version and git commit for provenance; the commit is best effort (null outside a checkout). */
-export function sluiceProvenance(): { version: string; gitCommit: string | null } {
-  const root = packageRootDir();
-  let version = "unknown";
-  try {
-    version = (JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { version: string }).version;
-  } catch {
-    // keep "unknown"
-  }
-  let gitCommit: string | null = null;
-  try {
-    const out = execFileSync("git", ["rev-parse", "HEAD"], {
-      cwd: root,
-      encoding: "utf8",
-      stdio: ["ignore", "pipe", "ignore"],
-      timeout: 5000,
-    }).trim();
-    if (/^[0-9a-f]{40}$/.test(out)) gitCommit = out;
-  } catch {
-    // not a checkout or no git binary
-  }
-  return { version, gitCommit };
-}
-
-function packageRootDir(): string {
-  // src/batch/x.ts and dist/src/batch/x.js: walk up until a package.json appears.
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (let i = 0; i < 5; i++) {
-    try {
-      readFileSync(join(dir, "package.json"));
-      return dir;
-    } catch {
-      dir = dirname(dir);
-    }
-  }
-  return process.cwd();
+/** `YYYYMMDDTHHMMSSZ-xxxxxx`: sortable by start time, unique by the random tail. */
+function newRunId(now: Date): string {
+  const stamp = now
+    .toISOString()
+    .replace(/[-:]/g, "")
+    .replace(/\.\d+Z$/, "Z");
+  return `${stamp}-${randomBytes(3).toString("hex")}`;
 }

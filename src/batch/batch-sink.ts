@@ -17,8 +17,8 @@ export interface BatchResultRow {
   source: { topic: string; partition: number; offset: string } | null;
 }
 
-/** A row the sink could not write, ever (e.g. a result the broker refuses as too large even alone). */
-export interface RejectedRow {
+/** A row that did not produce a result, with why. One JSON line of a failure file. */
+export interface FailureRecord {
   id: string;
   row: number;
   code: string;
@@ -31,6 +31,11 @@ export interface InFlightShard {
   transactionalId: string;
   /** Output topic end offsets before the transaction started (where to look for its records). */
   outputOffsets: { partition: number; offset: string }[];
+}
+
+export interface ShardWriteHooks {
+  /** Runs inside the shard's transaction, right before it commits, with the rows left out (may be none). */
+  beforeCommit(rejected: readonly FailureRecord[]): Promise<void>;
 }
 
 export interface BatchSink {
@@ -46,13 +51,16 @@ export interface BatchSink {
   beginShard?(key: string): Promise<InFlightShard>;
   /**
    * Writes one shard's rows atomically: after it resolves they are all visible, after a crash none.
-   * Returns the output location (relative name), for files the SHA-256 of the bytes, and the rows it
-   * left out because they can never be written (the job records them as failed rows).
+   * Returns the output location (relative name) and, for files, the SHA-256 of the bytes. A topic
+   * sink may leave out rows that can never be written (a result the broker refuses as too large even
+   * alone); it tells `hooks.beforeCommit` which, before the shard commits, so the job records them as
+   * failed rows of the shard in the same step that makes the shard done.
    */
   writeShard(
     key: string,
     rows: readonly BatchResultRow[],
-  ): Promise<{ output: string; sha256: string | null; rejected?: RejectedRow[] }>;
+    hooks?: ShardWriteHooks,
+  ): Promise<{ output: string; sha256: string | null }>;
   /**
    * Topic sinks only: after a crash, fences the shard's old producer and tells whether its
    * transaction committed (then the shard is done and must not be written again).

@@ -1,4 +1,4 @@
-import type { InputDescription } from "./batch-manifest.js";
+import type { InputDescription } from "./run-provenance.js";
 
 /**
  * One input row. `row` numbers are consecutive from 0 in a deterministic order (file order; for a topic,

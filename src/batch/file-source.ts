@@ -4,20 +4,25 @@ import { stat } from "node:fs/promises";
 import { resolve } from "node:path";
 import { StringDecoder } from "node:string_decoder";
 import { SluiceError } from "../sluice-error.js";
-import type { InputDescription } from "./batch-manifest.js";
 import type { BatchItem, BatchSource } from "./batch-source.js";
 import { CsvReader } from "./csv-reader.js";
+import type { InputDescription } from "./run-provenance.js";
 
 export type FileFormat = "jsonl" | "csv";
 
+/** The format a file's name implies: `.csv` → csv, anything else → jsonl (`--input-format` overrides it). */
+export function fileFormatOf(path: string): FileFormat {
+  return /\.csv$/i.test(path) ? "csv" : "jsonl";
+}
+
+/** Resolved by the composition root (src/app/run-source.ts) from the flags and the config. */
 export interface FileSourceOptions {
   path: string;
-  /** Default: from the extension (.csv → csv, anything else → jsonl). */
-  format?: FileFormat;
-  /** Column / field holding the id. Default "id". */
-  idField?: string;
-  /** Column / field holding the text. Default "text". */
-  textField?: string;
+  format: FileFormat;
+  /** Column / field holding the id (config `batch.idField`). */
+  idField: string;
+  /** Column / field holding the text (config `batch.textField`). */
+  textField: string;
 }
 
 /**
@@ -33,15 +38,9 @@ export class FileSource implements BatchSource {
 
   constructor(opts: FileSourceOptions) {
     this.path = resolve(opts.path);
-    this.format = opts.format ?? (/\.csv$/i.test(opts.path) ? "csv" : "jsonl");
-    this.idField = opts.idField ?? "id";
-    this.textField = opts.textField ?? "text";
-    if (this.format !== "jsonl" && this.format !== "csv") {
-      throw new SluiceError(
-        "CONFIG_INVALID",
-        `input format must be jsonl or csv, got ${String(this.format)}`,
-      );
-    }
+    this.format = opts.format;
+    this.idField = opts.idField;
+    this.textField = opts.textField;
   }
 
   async describe(): Promise<InputDescription> {

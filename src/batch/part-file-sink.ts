@@ -2,16 +2,16 @@ import { createHash } from "node:crypto";
 import { mkdir, readdir, rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import avro from "avsc";
-import { SluiceError } from "../sluice-error.js";
 import { AtomicFileWriter, TEMP_SUFFIX } from "./atomic-file.js";
 import type { BatchResultRow, BatchSink } from "./batch-sink.js";
+import { partFileName } from "./part-name.js";
 
 export type PartFormat = "jsonl" | "avro";
 
 export interface PartFileSinkOptions {
   dir: string;
-  /** Default "jsonl". */
-  format?: PartFormat;
+  /** jsonl or avro (the composition root checks the `--format` flag). */
+  format: PartFormat;
   /**
    * Seed for Avro sync markers. Avro container files normally carry a random 16-byte marker; deriving it
    * from this seed and the part name keeps parts byte-identical across runs. Default "sluice".
@@ -83,10 +83,7 @@ export class PartFileSink implements BatchSink {
 
   constructor(opts: PartFileSinkOptions) {
     this.dir = resolve(opts.dir);
-    this.format = opts.format ?? "jsonl";
-    if (this.format !== "jsonl" && this.format !== "avro") {
-      throw new SluiceError("CONFIG_INVALID", `--format must be jsonl or avro, got ${String(this.format)}`);
-    }
+    this.format = opts.format;
     this.seed = opts.determinismSeed ?? "sluice";
     this.uri = `file://${this.dir}`;
   }
@@ -102,7 +99,7 @@ export class PartFileSink implements BatchSink {
     key: string,
     rows: readonly BatchResultRow[],
   ): Promise<{ output: string; sha256: string }> {
-    const name = `${key}.${this.format}`;
+    const name = partFileName(key, this.format);
     const writer = new AtomicFileWriter(join(this.dir, name));
     try {
       if (this.format === "jsonl") {

@@ -3,7 +3,7 @@ import { backfillStatus, exportBackfill, submitBackfill } from "../app/backfill-
 import { splitRangeSpec } from "../batch/offset-spec.js";
 import { SluiceError } from "../sluice-error.js";
 import { BackfillStatusView } from "./backfill-status-view.js";
-import { intOption as positiveInt } from "./batch-command.js";
+import { intOption } from "./batch-command.js";
 import { loadCommandConfig } from "./config-command.js";
 
 interface SubmitOptions {
@@ -15,7 +15,7 @@ interface SubmitOptions {
   from?: string;
   to?: string;
   range?: string;
-  chunkRows?: string;
+  chunkRows: string;
 }
 
 /**
@@ -55,7 +55,7 @@ export function register(program: Command): void {
           textField: opts.textField,
           from: range.from,
           to: range.to,
-          chunkRows: positiveInt("--chunk-rows", opts.chunkRows),
+          chunkRows: intOption("--chunk-rows", opts.chunkRows),
         },
         (m) => process.stderr.write(`backfill: ${m.rowsRead} rows handled (${m.rowsSubmitted} submitted)\n`),
       );
@@ -78,7 +78,7 @@ export function register(program: Command): void {
     .action(async (runId: string, opts: { json?: boolean; watch?: boolean; intervalMs: string }, command) => {
       const config = loadCommandConfig(command as Command);
       const view = new BackfillStatusView();
-      const interval = positiveInt("--interval-ms", opts.intervalMs) ?? 2000;
+      const interval = intOption("--interval-ms", opts.intervalMs);
       let report = await backfillStatus(config, runId);
       while (opts.watch && !report.done) {
         if (!opts.json) view.progress(report);
@@ -100,7 +100,7 @@ export function register(program: Command): void {
     .option("--part-rows <rows>", "input rows per part file", "10000")
     .action(async (runId: string, opts: { output: string; partRows: string }, command) => {
       const config = loadCommandConfig(command as Command);
-      const s = await exportBackfill(config, runId, opts.output, positiveInt("--part-rows", opts.partRows));
+      const s = await exportBackfill(config, runId, opts.output, intOption("--part-rows", opts.partRows));
       if (!s.wroteAnything) {
         process.stdout.write(`run ${runId} is already exported to ${s.dir}; nothing new to write\n`);
         return;

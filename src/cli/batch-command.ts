@@ -83,8 +83,8 @@ async function runBatchCommand(opts: BatchCliOptions, config: SluiceConfig): Pro
     inputFormat: opts.inputFormat,
     idField: opts.idField,
     textField: opts.textField,
-    shardSize: intOption("--shard-size", opts.shardSize),
-    batchSize: intOption("--batch-size", opts.batchSize),
+    shardSize: optionalIntOption("--shard-size", opts.shardSize),
+    batchSize: optionalIntOption("--batch-size", opts.batchSize),
     from: range.from,
     to: range.to,
     stateDir: opts.stateDir,
@@ -115,9 +115,13 @@ async function runBatchCommand(opts: BatchCliOptions, config: SluiceConfig): Pro
   }
 }
 
-/** A positive integer flag (undefined when not given); CONFIG_INVALID naming the flag otherwise. */
-export function intOption(flag: string, value: string | undefined): number | undefined {
-  if (value === undefined) return undefined;
+/** A positive integer flag whose default is the configuration's: undefined when not given. */
+export function optionalIntOption(flag: string, value: string | undefined): number | undefined {
+  return value === undefined ? undefined : intOption(flag, value);
+}
+
+/** A positive integer flag (commander supplies its default); CONFIG_INVALID naming the flag otherwise. */
+export function intOption(flag: string, value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n <= 0) {
     throw new SluiceError("CONFIG_INVALID", `${flag} must be a positive integer, got "${value}"`);

@@ -7,8 +7,8 @@ export interface BatchProgressBarOptions {
   stream?: NodeJS.WriteStream;
   /** Force the bar (true) or plain lines (false). Default: bar when `stream` is a TTY. */
   tty?: boolean;
-  /** Plain-line cadence, ms. Default 10_000. */
-  intervalMs?: number;
+  /** Plain-line cadence, ms (`--progress-interval-ms` holds the default). */
+  intervalMs: number;
   clock?: () => number;
 }
 
@@ -30,10 +30,10 @@ export class BatchProgressBar implements BatchProgressSink {
   private startedMs = 0;
   private lastLineMs = 0;
 
-  constructor(opts: BatchProgressBarOptions = {}) {
+  constructor(opts: BatchProgressBarOptions) {
     this.stream = opts.stream ?? process.stderr;
     this.tty = opts.tty ?? Boolean(this.stream.isTTY);
-    this.intervalMs = opts.intervalMs ?? 10_000;
+    this.intervalMs = opts.intervalMs;
     this.clock = opts.clock ?? Date.now;
   }
 

@@ -1,7 +1,7 @@
 import type { Kafka } from "kafkajs";
-import type { InputDescription } from "../batch/batch-manifest.js";
 import type { BatchItem, BatchSource } from "../batch/batch-source.js";
 import { type PartitionRange, parseOffsetSpec, resolveRanges } from "../batch/offset-spec.js";
+import type { InputDescription } from "../batch/run-provenance.js";
 import type { Codec } from "../contracts/codec.js";
 import { RequestDecoder } from "../contracts/request-codec.js";
 import { SluiceError } from "../sluice-error.js";

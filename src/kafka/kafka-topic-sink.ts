@@ -1,5 +1,11 @@
 import type { Kafka } from "kafkajs";
-import type { BatchResultRow, BatchSink, InFlightShard, RejectedRow } from "../batch/batch-sink.js";
+import type {
+  BatchResultRow,
+  BatchSink,
+  FailureRecord,
+  InFlightShard,
+  ShardWriteHooks,
+} from "../batch/batch-sink.js";
 import type { Codec } from "../contracts/codec.js";
 import type { InferenceResult } from "../contracts/inference.js";
 import { ResultEncoder } from "../contracts/result-codec.js";
@@ -42,8 +48,9 @@ export interface KafkaTopicSinkOptions {
  * write path (transactional-producer.ts: byte-bounded sends, fencing, classification). The
  * transactional id is derived from the run id and the shard, so a retry of the same shard fences the
  * crashed producer and aborts its open transaction (DESIGN.md §3). A result the broker refuses as too
- * large even alone is returned as a rejected row (the job records it as a failed row with its reason);
- * the shard commits without it instead of failing on every rerun. If a crash hit after the commit but before the manifest update,
+ * large even alone is left out and handed to `hooks.beforeCommit` before the shard commits (the job
+ * records it as a failed row with its reason); the shard commits without it instead of failing on
+ * every rerun. If a crash hit after the commit but before the manifest update,
  * `recoverInFlight` finds the committed records by their run/shard headers and the shard is not redone.
  * Results are `InferenceResult`s (the streaming contract); `timing.completedAt` is the publish time.
  */
@@ -92,7 +99,8 @@ export class KafkaTopicSink implements BatchSink {
   async writeShard(
     key: string,
     rows: readonly BatchResultRow[],
-  ): Promise<{ output: string; sha256: null; rejected: RejectedRow[] }> {
+    hooks?: ShardWriteHooks,
+  ): Promise<{ output: string; sha256: null }> {
     const producer = this.producer;
     if (!producer || this.currentKey !== key) {
       throw new SluiceError("INTERNAL", `KafkaTopicSink.writeShard(${key}) without beginShard`);
@@ -111,7 +119,7 @@ export class KafkaTopicSink implements BatchSink {
         },
       };
     });
-    const rejected: RejectedRow[] = [];
+    const rejected: FailureRecord[] = [];
     // Bounded: each PUBLISH_TOO_LARGE either halves the producer's send bound (a send of several
     // records) or removes the one record the broker refused alone.
     for (;;) {
@@ -119,7 +127,10 @@ export class KafkaTopicSink implements BatchSink {
         await producer.run(
           {
             records: pending.map((p) => p.record),
-            beforeCommit: () => this.opts.beforeCommit?.(key) ?? Promise.resolve(),
+            beforeCommit: async () => {
+              await hooks?.beforeCommit(rejected);
+              await this.opts.beforeCommit?.(key);
+            },
           },
           "publishing",
         );
@@ -138,7 +149,7 @@ export class KafkaTopicSink implements BatchSink {
       }
     }
     await this.dropProducer();
-    return { output: this.uri, sha256: null, rejected };
+    return { output: this.uri, sha256: null };
   }
 
   async recoverInFlight(shard: InFlightShard): Promise<{ committed: boolean; records: number }> {
@@ -237,7 +248,7 @@ function shardSubject(key: string, runId: string, topic: string): FailureSubject
   };
 }
 
-function tooLargeRow(row: BatchResultRow, record: OutboundMessage, topic: string): RejectedRow {
+function tooLargeRow(row: BatchResultRow, record: OutboundMessage, topic: string): FailureRecord {
   const bytes = (record.value as Buffer).length;
   return {
     id: row.id,

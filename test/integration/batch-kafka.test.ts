@@ -5,13 +5,13 @@ import type { Kafka } from "kafkajs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BatchJob } from "../../src/batch/batch-job.js";
 import type { BatchManifest } from "../../src/batch/batch-manifest.js";
-import { FileSource } from "../../src/batch/file-source.js";
 import { PartFileSink } from "../../src/batch/part-file-sink.js";
 import { encodeRequest } from "../../src/contracts/request-codec.js";
 import { decodeResult } from "../../src/contracts/result-codec.js";
 import { KafkaRangeSource } from "../../src/kafka/kafka-range-source.js";
 import { KafkaTopicSink, SHARD_HEADER } from "../../src/kafka/kafka-topic-sink.js";
 import { ModelRunner } from "../../src/model/model-runner.js";
+import { defaultFileSource, defaultJobOptions } from "../support/batch-defaults.js";
 import {
   committedRecords,
   createTopics,
@@ -92,9 +92,10 @@ describe("batch mode over Kafka", () => {
     const job = () =>
       new BatchJob({
         source: new KafkaRangeSource({ kafka, topic }),
-        sink: new PartFileSink({ dir: out }),
+        sink: new PartFileSink({ dir: out, format: "jsonl" }),
         model,
         stateDir: out,
+        ...defaultJobOptions,
         shardSize: 4,
         outputConfig: { task: "embedding" },
       });
@@ -125,9 +126,10 @@ describe("batch mode over Kafka", () => {
     const out = join(dir, "aborted-only");
     const summary = await new BatchJob({
       source: new KafkaRangeSource({ kafka, topic }),
-      sink: new PartFileSink({ dir: out }),
+      sink: new PartFileSink({ dir: out, format: "jsonl" }),
       model,
       stateDir: out,
+      ...defaultJobOptions,
       outputConfig: {},
     }).run();
     expect(summary.rowsOk).toBe(0);
@@ -142,9 +144,10 @@ describe("batch mode over Kafka", () => {
     const out = join(dir, "range");
     await new BatchJob({
       source: new KafkaRangeSource({ kafka, topic, from: "0:2", to: "0:5" }),
-      sink: new PartFileSink({ dir: out }),
+      sink: new PartFileSink({ dir: out, format: "jsonl" }),
       model,
       stateDir: out,
+      ...defaultJobOptions,
       outputConfig: {},
     }).run();
     expect(await partIds(out)).toEqual(["r2", "r3", "r4"]);
@@ -157,9 +160,10 @@ describe("batch mode over Kafka", () => {
     const outTwo = join(dir, "range-two");
     await new BatchJob({
       source: new KafkaRangeSource({ kafka, topic: two, from: "1:1" }),
-      sink: new PartFileSink({ dir: outTwo }),
+      sink: new PartFileSink({ dir: outTwo, format: "jsonl" }),
       model,
       stateDir: outTwo,
+      ...defaultJobOptions,
       outputConfig: {},
     }).run();
     expect(await partIds(outTwo)).toEqual(["b1", "b2"]);
@@ -170,9 +174,10 @@ describe("batch mode over Kafka", () => {
     const outTs = join(dir, "range-ts");
     await new BatchJob({
       source: new KafkaRangeSource({ kafka, topic, from: cut.toISOString() }),
-      sink: new PartFileSink({ dir: outTs }),
+      sink: new PartFileSink({ dir: outTs, format: "jsonl" }),
       model,
       stateDir: outTs,
+      ...defaultJobOptions,
       outputConfig: {},
     }).run();
     expect(await partIds(outTs)).toEqual(["r6", "r7"]);
@@ -189,7 +194,7 @@ describe("batch mode over Kafka", () => {
     const state = join(dir, "to-topic-state");
     const job = () =>
       new BatchJob({
-        source: new FileSource({ path: input }),
+        source: defaultFileSource(input),
         sink: new KafkaTopicSink({
           kafka,
           topic: output,
@@ -198,6 +203,7 @@ describe("batch mode over Kafka", () => {
         }),
         model,
         stateDir: state,
+        ...defaultJobOptions,
         shardSize: 4,
         outputConfig: {},
       });
@@ -230,5 +236,50 @@ describe("batch mode over Kafka", () => {
     expect(final.status).toBe("complete");
     expect(final.shards.map((s) => s.key)).toEqual(["part-00000", "part-00001", "part-00002"]);
     expect(final.inFlight).toBeNull();
+  });
+
+  it("records a result the topic refuses even alone as a failed row, and publishes the rest of its shard", async () => {
+    const output = uniqueName("batch-small");
+    // A topic that takes records up to ~20 KB: one row's result carries 30 KB of attributes.
+    await createTopics([{ topic: output, configEntries: [{ name: "max.message.bytes", value: "20000" }] }]);
+    const input = join(dir, "too-large.jsonl");
+    const rows = Array.from({ length: 12 }, (_, i) =>
+      JSON.stringify({
+        id: `t${i}`,
+        text: text(i),
+        ...(i === 5 ? { attributes: { note: "n".repeat(30_000) } } : {}),
+      }),
+    );
+    await writeFile(input, rows.join("\n"));
+    const state = join(dir, "too-large-state");
+    const summary = await new BatchJob({
+      source: defaultFileSource(input),
+      sink: new KafkaTopicSink({
+        kafka,
+        topic: output,
+        transactionTimeoutMs: 60_000,
+        maxTransactionBytes: 524_288,
+      }),
+      model,
+      stateDir: state,
+      ...defaultJobOptions,
+      shardSize: 50,
+      outputConfig: {},
+    }).run();
+    expect(summary).toMatchObject({ rowsOk: 11, rowsFailed: 1 });
+    const ids = (await readTopicIds(output)).map((r) => r.id);
+    expect(ids.sort()).toEqual(
+      Array.from({ length: 12 }, (_, i) => `t${i}`)
+        .filter((id) => id !== "t5")
+        .sort(),
+    );
+    const m = JSON.parse(await readFile(join(state, "manifest.json"), "utf8")) as BatchManifest;
+    expect(m.status).toBe("complete");
+    expect(m.shards[0]).toMatchObject({ rows: 12, ok: 11, failures: 1 });
+    const failures = (await readFile(join(state, m.shards[0]!.failuresFile!), "utf8"))
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    expect(failures).toMatchObject([{ id: "t5", row: 5, code: "PUBLISH_TOO_LARGE" }]);
   });
 });

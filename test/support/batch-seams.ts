@@ -53,9 +53,9 @@ export function delayedShards(sink: BatchSink, ms: number): BatchSink {
     prepare: () => sink.prepare(),
     ...(bindRun && { bindRun: (runId: string) => bindRun.call(sink, runId) }),
     ...(beginShard && { beginShard: (key: string) => beginShard.call(sink, key) }),
-    async writeShard(key, rows) {
+    async writeShard(key, rows, hooks) {
       await sleep(ms);
-      return sink.writeShard(key, rows);
+      return sink.writeShard(key, rows, hooks);
     },
     ...(recoverInFlight && { recoverInFlight: (shard) => recoverInFlight.call(sink, shard) }),
     ...(removeOutput && { removeOutput: (output: string) => removeOutput.call(sink, output) }),

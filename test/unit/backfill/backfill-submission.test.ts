@@ -16,9 +16,9 @@ import {
   type RunManifest,
   withChunk,
 } from "../../../src/backfill/run-manifest.js";
-import { FileSource } from "../../../src/batch/file-source.js";
 import { RUN_ID_HEADER } from "../../../src/contracts/lane.js";
 import { isSluiceError } from "../../../src/sluice-error.js";
+import { defaultFileSource } from "../../support/batch-defaults.js";
 
 /** What a broker would hold: only committed chunks, each its records plus the manifest. */
 interface Log {
@@ -28,13 +28,22 @@ interface Log {
 }
 
 /** A RunWriter over `log` that places records on 3 partitions and can "crash" at commit number `failAt`. */
-function fakeWriter(log: Log, failAt?: number): RunWriter {
+function fakeWriter(
+  log: Log,
+  failAt?: number,
+  refuse: (r: BackfillRecord) => boolean = () => false,
+): RunWriter {
   return {
     async open() {
       return log.manifest ? decodeRunManifest(encodeRunManifest(log.manifest), "fake") : null;
     },
     async commitChunk(records, next) {
       if (failAt !== undefined && log.commits + 1 === failAt) throw new Error("crash before commit");
+      // Records the "broker" refuses as too large even alone are left out, as KafkaRunWriter does.
+      const refused = records
+        .filter(refuse)
+        .map((r) => ({ row: r.row, code: "PUBLISH_TOO_LARGE", message: `row ${r.row} refused (fake)` }));
+      records = records.filter((r) => !refuse(r));
       const byPartition = new Map<number, number>();
       for (const r of records) {
         const p = r.row % 3;
@@ -44,7 +53,7 @@ function fakeWriter(log: Log, failAt?: number): RunWriter {
         const baseOffset = String(log.records.filter((r) => r.row % 3 === partition).length);
         return { partition, baseOffset, count };
       });
-      const manifest = next(placed);
+      const manifest = next(placed, refused);
       log.records.push(...records);
       log.manifest = manifest;
       log.commits++;
@@ -80,7 +89,7 @@ describe("BackfillSubmission", () => {
 
   const submit = (log: Log, failAt?: number) =>
     new BackfillSubmission({
-      source: new FileSource({ path: input }),
+      source: defaultFileSource(input),
       writer: fakeWriter(log, failAt),
       run,
       codec: "json",
@@ -107,6 +116,23 @@ describe("BackfillSubmission", () => {
     expect(m.input).toMatchObject({ kind: "file", rows: 29 });
     expect(m.partitions.reduce((n, p) => n + p.records, 0)).toBe(25);
     expect(m.transactions).toBe(log.commits);
+  });
+
+  it("records a row the writer's broker refuses as too large alone as invalid, and the rest as submitted", async () => {
+    const log: Log = { records: [], manifest: null, commits: 0 };
+    const s = await new BackfillSubmission({
+      source: defaultFileSource(input),
+      writer: fakeWriter(log, undefined, (r) => r.id === "r3"),
+      run,
+      codec: "json",
+      chunkRows: 4,
+      maxRecordBytes: 200,
+    }).run();
+    expect(s.rowsWritten).toBe(24);
+    expect(log.records.map((r) => r.id)).not.toContain("r3");
+    const m = log.manifest!;
+    expect(m).toMatchObject({ status: "submitted", rowsRead: 29, rowsSubmitted: 24, rowsInvalid: 5 });
+    expect(m.invalid.find((i) => i.code === "PUBLISH_TOO_LARGE")?.row).toBe(3);
   });
 
   it("after a crash, resubmitting resumes at the committed manifest and adds nothing already there", async () => {

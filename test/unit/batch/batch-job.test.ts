@@ -6,10 +6,10 @@ import avro from "avsc";
 import { afterAll, describe, expect, it } from "vitest";
 import { BatchJob, type BatchJobOptions } from "../../../src/batch/batch-job.js";
 import type { BatchManifest } from "../../../src/batch/batch-manifest.js";
-import { FileSource } from "../../../src/batch/file-source.js";
 import { PartFileSink } from "../../../src/batch/part-file-sink.js";
 import type { ItemOutcome, ModelPort } from "../../../src/model/model-port.js";
 import { isSluiceError } from "../../../src/sluice-error.js";
+import { defaultFileSource, defaultJobOptions } from "../../support/batch-defaults.js";
 import { failingIds } from "../../support/batch-seams.js";
 
 /**
@@ -68,10 +68,11 @@ function jsonlInput(n: number, opts: { empty?: number[] } = {}): string {
 
 function job(input: string, out: string, model: ModelPort, extra: Partial<BatchJobOptions> = {}) {
   return new BatchJob({
-    source: new FileSource({ path: input }),
-    sink: new PartFileSink({ dir: out }),
+    source: defaultFileSource(input),
+    sink: new PartFileSink({ dir: out, format: "jsonl" }),
     model,
     stateDir: out,
+    ...defaultJobOptions,
     shardSize: 10,
     batchSize: 4,
     outputConfig: { task: "embedding", pooling: "cls", maxSequenceTokens: 256, textPrefix: "" },
@@ -242,7 +243,7 @@ describe("BatchJob over files", () => {
     await writeFile(input, jsonlInput(22, { empty: [3, 17] }));
     const out = join(d, "out");
     const first = await job(input, out, new FakeModel(), {
-      source: failingIds(new FileSource({ path: input }), new Set(["id-5", "id-12", "id-21"])),
+      source: failingIds(defaultFileSource(input), new Set(["id-5", "id-12", "id-21"])),
     }).run();
     expect(first.rowsOk).toBe(17);
     expect(await failureIds(out)).toEqual(["id-3", "id-5", "id-12", "id-17", "id-21"]);
@@ -278,7 +279,7 @@ describe("BatchJob over files", () => {
     const out = join(d, "out");
     const failing = new Set(Array.from({ length: 30 }, (_, i) => `id-${i}`).filter((_, i) => i % 2 === 0));
     await job(input, out, new FakeModel(), {
-      source: failingIds(new FileSource({ path: input }), failing),
+      source: failingIds(defaultFileSource(input), failing),
       shardSize: 10,
     }).run();
     expect(await failureIds(out)).toHaveLength(15);
@@ -345,10 +346,11 @@ describe("BatchJob over files", () => {
     );
     const out = join(d, "out");
     const summary = await new BatchJob({
-      source: new FileSource({ path: input, idField: "key", textField: "body" }),
-      sink: new PartFileSink({ dir: out }),
+      source: defaultFileSource(input, { idField: "key", textField: "body" }),
+      sink: new PartFileSink({ dir: out, format: "jsonl" }),
       model: new FakeModel(),
       stateDir: out,
+      ...defaultJobOptions,
       outputConfig: {},
     }).run();
     expect(summary.rowsOk).toBe(3);
@@ -368,10 +370,11 @@ describe("BatchJob over files", () => {
     const input = join(d, "in.csv");
     await writeFile(input, "a,b\n1,2\n");
     const run = new BatchJob({
-      source: new FileSource({ path: input }),
-      sink: new PartFileSink({ dir: join(d, "out") }),
+      source: defaultFileSource(input),
+      sink: new PartFileSink({ dir: join(d, "out"), format: "jsonl" }),
       model: new FakeModel(),
       stateDir: join(d, "out"),
+      ...defaultJobOptions,
       outputConfig: {},
     }).run();
     await expect(run).rejects.toThrow(/needs "id" and "text".*--id-field/);
@@ -383,10 +386,11 @@ describe("BatchJob over files", () => {
     await writeFile(input, jsonlInput(7));
     for (const name of ["a", "b"]) {
       await new BatchJob({
-        source: new FileSource({ path: input }),
+        source: defaultFileSource(input),
         sink: new PartFileSink({ dir: join(d, name), format: "avro" }),
         model: new FakeModel(),
         stateDir: join(d, name),
+        ...defaultJobOptions,
         outputConfig: {},
       }).run();
     }
