@@ -1,7 +1,5 @@
 import { hostname } from "node:os";
 import { z } from "zod";
-import { DEDUPLICATOR_DEFAULTS } from "../delivery/deduplicator.js";
-import { BATCHER_DEFAULTS } from "../microbatch/lane-batcher.js";
 import { positiveInt, topicName } from "./config-fields.js";
 import { kafkaSchema } from "./kafka-config-schema.js";
 import { schemaRegistrySchema } from "./schema-registry-config-schema.js";
@@ -14,10 +12,10 @@ import { schemaRegistrySchema } from "./schema-registry-config-schema.js";
  * object and picks up each field's default (zod 4 returns `default` values without parsing them).
  * Objects are strict: an unknown key is a typo and fails loudly instead of being ignored.
  *
- * Components take resolved options (no defaults of their own); `resolveProcessorOptions` validates
- * programmatic options through this same schema. The standalone pure components (LaneBatcher,
- * Deduplicator) keep their defaults next to their code, and this schema takes them from there, so
- * each default value is written once.
+ * Components take resolved options (no defaults of their own for configurable values, the pure
+ * LaneBatcher and Deduplicator included); `resolveProcessorOptions` and `modelSettings` validate
+ * programmatic options through this same schema. This folder imports no pipeline room (`delivery`,
+ * `microbatch`, `model`, ...): they depend on it, never the other way (`npm run arch`).
  */
 
 export const topicsSchema = z
@@ -94,16 +92,16 @@ export const batchingSchema = z
       .int()
       .min(1)
       .max(4096)
-      .default(BATCHER_DEFAULTS.maxBatchSize)
+      .default(32)
       .describe("Max requests per micro-batch (1..4096)."),
     maxBatchTokens: positiveInt()
-      .default(BATCHER_DEFAULTS.maxBatchTokens)
+      .default(8192)
       .describe("Max padded tokens per micro-batch (batch size x longest sequence)."),
     maxWaitMs: z
       .number()
       .int()
       .min(0)
-      .default(BATCHER_DEFAULTS.maxWaitMs)
+      .default(10)
       .describe("Longest time the first queued request waits for a batch to fill, ms."),
     maxInFlightBatches: positiveInt().default(2).describe("Batches being inferred at the same time."),
     maxQueuedRecords: positiveInt()
@@ -132,7 +130,7 @@ export const deliverySchema = z
       .default(60_000)
       .describe("Broker-side transaction timeout, ms; must exceed commitIntervalMs."),
     dedupTtlMs: positiveInt()
-      .default(DEDUPLICATOR_DEFAULTS.ttlMs)
+      .default(24 * 60 * 60 * 1000)
       .describe("How long a request id is remembered for deduplication, ms."),
     dedupMaxEntries: positiveInt()
       .default(1_000_000)

@@ -7,7 +7,7 @@ import { BatchJob } from "../../src/batch/batch-job.js";
 import type { BatchManifest } from "../../src/batch/batch-manifest.js";
 import { FileSource } from "../../src/batch/file-source.js";
 import { PartFileSink } from "../../src/batch/part-file-sink.js";
-import { encodeRequest } from "../../src/contracts/request-codec.js";
+import { encodeRequest, RequestDecoder } from "../../src/contracts/request-codec.js";
 import { decodeResult } from "../../src/contracts/result-codec.js";
 import { readKafkaRanges } from "../../src/kafka/kafka-range-reader.js";
 import { KafkaRangeSource } from "../../src/kafka/kafka-range-source.js";
@@ -25,6 +25,7 @@ import { createTinyModel, TINY_VOCAB } from "../support/tiny-onnx.js";
 let dir: string;
 let model: ModelRunner;
 let kafka: Kafka;
+const decoder = new RequestDecoder({ defaultCodec: "json", maxMessageBytes: 1 << 20 });
 const WORDS = TINY_VOCAB.slice(4);
 const text = (i: number) =>
   Array.from({ length: 1 + (i % 6) }, (_, j) => WORDS[(i + j) % WORDS.length]).join(" ");
@@ -101,7 +102,7 @@ describe("batch mode over Kafka", () => {
     const out = join(dir, "from-topic");
     const job = () =>
       new BatchJob({
-        source: new KafkaRangeSource({ kafka, topic }),
+        source: new KafkaRangeSource({ kafka, decoder, topic }),
         sink: new PartFileSink({ dir: out }),
         model,
         stateDir: out,
@@ -134,7 +135,7 @@ describe("batch mode over Kafka", () => {
     await produce(topic, ["x0", "x1", "x2"], "abort", 0);
     const out = join(dir, "aborted-only");
     const summary = await new BatchJob({
-      source: new KafkaRangeSource({ kafka, topic }),
+      source: new KafkaRangeSource({ kafka, decoder, topic }),
       sink: new PartFileSink({ dir: out }),
       model,
       stateDir: out,
@@ -151,7 +152,7 @@ describe("batch mode over Kafka", () => {
     await produce(topic, ["r0", "r1", "r2", "r3", "r4", "r5"], "plain", 0);
     const out = join(dir, "range");
     await new BatchJob({
-      source: new KafkaRangeSource({ kafka, topic, from: "0:2", to: "0:5" }),
+      source: new KafkaRangeSource({ kafka, decoder, topic, from: "0:2", to: "0:5" }),
       sink: new PartFileSink({ dir: out }),
       model,
       stateDir: out,
@@ -166,7 +167,7 @@ describe("batch mode over Kafka", () => {
     await produce(two, ["b0", "b1", "b2"], "plain", 1);
     const outTwo = join(dir, "range-two");
     await new BatchJob({
-      source: new KafkaRangeSource({ kafka, topic: two, from: "1:1" }),
+      source: new KafkaRangeSource({ kafka, decoder, topic: two, from: "1:1" }),
       sink: new PartFileSink({ dir: outTwo }),
       model,
       stateDir: outTwo,
@@ -179,7 +180,7 @@ describe("batch mode over Kafka", () => {
     await produce(topic, ["r6", "r7"], "plain", 0);
     const outTs = join(dir, "range-ts");
     await new BatchJob({
-      source: new KafkaRangeSource({ kafka, topic, from: cut.toISOString() }),
+      source: new KafkaRangeSource({ kafka, decoder, topic, from: cut.toISOString() }),
       sink: new PartFileSink({ dir: outTs }),
       model,
       stateDir: outTs,
