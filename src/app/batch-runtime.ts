@@ -7,11 +7,12 @@ import type { BatchSource } from "../batch/batch-source.js";
 import { FileSource } from "../batch/file-source.js";
 import { PartFileSink } from "../batch/part-file-sink.js";
 import type { SluiceConfig } from "../config/config-schema.js";
+import type { ModelSettings } from "../config/model-settings.js";
 import { RequestDecoder } from "../contracts/request-codec.js";
 import { createKafka } from "../kafka/kafka-client.js";
 import { KafkaRangeSource } from "../kafka/kafka-range-source.js";
 import { KafkaTopicSink } from "../kafka/kafka-topic-sink.js";
-import { ModelRunner, type ModelRunnerOptions } from "../model/model-runner.js";
+import { ModelRunner } from "../model/model-runner.js";
 import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
 import { resolveWorkerCount } from "../model/worker-count.js";
 import { SluiceError } from "../sluice-error.js";
@@ -213,7 +214,7 @@ export function createBatchSource(
  * Same mapping as `sluice serve` (config `model` section → ModelRunner options), with model-fetch lines
  * on stderr; shared by `sluice batch`, `sluice plan --measure` and the batch benchmark.
  */
-export function batchModelOptions(config: SluiceConfig): Promise<ModelRunnerOptions> {
+export function batchModelOptions(config: SluiceConfig): Promise<ModelSettings> {
   return modelRunnerOptionsFromConfig(config, (line) => process.stderr.write(`model: ${line}\n`));
 }
 

@@ -154,9 +154,18 @@ export const deliverySchema = z
   })
   .describe("Delivery guarantees and deduplication.");
 
+/** The model inputs Sluice feeds, by their usual names; `model.inputNames` maps them to the model's. */
+export const MODEL_INPUTS = ["input_ids", "attention_mask", "token_type_ids"] as const;
+
 export const modelSchema = z
   .strictObject({
-    name: z.string().min(1).default("bge-small-en-v1.5-q").describe("Model name reported in results."),
+    name: z
+      .string()
+      .min(1)
+      .default("bge-small-en-v1.5-q")
+      .describe(
+        "Model name reported in results (the default model's; set it when model.path names another model).",
+      ),
     path: z
       .string()
       .min(1)
@@ -170,25 +179,57 @@ export const modelSchema = z
     task: z.enum(["embedding", "classification"]).default("embedding").describe("What the model computes."),
     pooling: z.enum(["cls", "mean"]).default("cls").describe("Embedding pooling (BGE uses cls)."),
     normalize: z.boolean().default(true).describe("L2-normalise embeddings."),
-    maxSequenceTokens: positiveInt()
+    maxSequenceTokens: z
+      .number()
+      .int({ error: "must be an integer" })
+      .min(2, { error: "must be at least 2 (the [CLS] and [SEP] tokens)" })
+      .max(8192)
       .default(256)
-      .describe("Longer inputs are truncated to this many tokens."),
+      .describe("Longer inputs are truncated to this many tokens, special tokens included (2..8192)."),
     labels: z
       .array(z.string().min(1))
       .min(1)
       .optional()
-      .describe("Class labels for classification, in output order."),
+      .describe(
+        "Class labels for classification, in output order; unset = the model's metadata, else LABEL_i.",
+      ),
     inputNames: z
-      .record(z.string(), z.string().min(1))
+      .partialRecord(z.enum(MODEL_INPUTS), z.string().min(1))
       .optional()
       .describe(
         "Map from logical input (input_ids, attention_mask, token_type_ids) to the model's input name.",
       ),
+    outputName: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        "Model output to read; unset = last_hidden_state or sentence_embedding (embedding), logits (classification), else the first output.",
+      ),
     workers: z
-      .union([z.literal("auto"), positiveInt()])
+      .union([z.literal("auto"), positiveInt().max(64)])
       .default("auto")
-      .describe("Inference worker threads: a number, or auto = available cores − 1, at least 1."),
-    intraOpThreads: positiveInt().default(1).describe("onnxruntime intra-op threads per worker."),
+      .describe("Inference worker threads: a number (1..64), or auto = available cores − 1, at least 1."),
+    intraOpThreads: positiveInt()
+      .max(64)
+      .default(1)
+      .describe("onnxruntime intra-op threads per worker (1..64)."),
+    interOpThreads: positiveInt()
+      .max(64)
+      .default(1)
+      .describe("onnxruntime inter-op threads per worker (1..64; sequential execution uses one)."),
+    allowSpinning: z
+      .boolean()
+      .default(false)
+      .describe(
+        "Let onnxruntime's pool threads spin-wait between calls (lower latency, burns CPU that Kafka I/O needs on small machines).",
+      ),
+    backfillSliceRows: positiveInt()
+      .max(4096)
+      .default(4)
+      .describe(
+        "Most rows per ORT call of a backfill batch (1..4096): bounds how long an online call waits for a busy worker (docs/lanes.md).",
+      ),
     textPrefix: z
       .string()
       .default("")

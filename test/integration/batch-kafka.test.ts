@@ -7,6 +7,7 @@ import { BatchJob } from "../../src/batch/batch-job.js";
 import type { BatchManifest } from "../../src/batch/batch-manifest.js";
 import { FileSource } from "../../src/batch/file-source.js";
 import { PartFileSink } from "../../src/batch/part-file-sink.js";
+import { modelSettings } from "../../src/config/model-settings.js";
 import { encodeRequest, RequestDecoder } from "../../src/contracts/request-codec.js";
 import { decodeResult } from "../../src/contracts/result-codec.js";
 import { readKafkaRanges } from "../../src/kafka/kafka-range-reader.js";
@@ -33,11 +34,13 @@ const text = (i: number) =>
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "sluice-batch-kafka-"));
   const tiny = await createTinyModel(join(dir, "model"), { task: "embedding" });
-  model = await ModelRunner.create({
-    modelPath: tiny.modelPath,
-    tokenizerPath: tiny.tokenizerPath,
-    name: "tiny",
-  });
+  model = await ModelRunner.create(
+    modelSettings({
+      modelPath: tiny.modelPath,
+      tokenizerPath: tiny.tokenizerPath,
+      name: "tiny",
+    }),
+  );
   kafka = testKafka();
 });
 afterAll(async () => {
