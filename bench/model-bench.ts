@@ -112,7 +112,10 @@ async function main(): Promise<void> {
   };
 
   // Token lengths and main-thread tokenisation cost (decides where tokenising happens).
+  const { maxSequenceTokens, textPrefix } = modelSettings(base);
   const tokenizer = new TextTokenizer(JSON.parse(await readFile(files.tokenizerPath, "utf8")), {
+    maxSequenceTokens,
+    textPrefix,
     cacheEntries: 0,
   });
   const tokenLengths = () =>

@@ -179,13 +179,12 @@ export const modelSchema = z
     task: z.enum(["embedding", "classification"]).default("embedding").describe("What the model computes."),
     pooling: z.enum(["cls", "mean"]).default("cls").describe("Embedding pooling (BGE uses cls)."),
     normalize: z.boolean().default(true).describe("L2-normalise embeddings."),
-    maxSequenceTokens: z
-      .number()
-      .int({ error: "must be an integer" })
-      .min(2, { error: "must be at least 2 (the [CLS] and [SEP] tokens)" })
+    maxSequenceTokens: positiveInt()
       .max(8192)
       .default(256)
-      .describe("Longer inputs are truncated to this many tokens, special tokens included (2..8192)."),
+      .describe(
+        "Longer inputs are truncated to this many tokens, special tokens included (at most 8192; loading the model fails if its special tokens leave no room for text).",
+      ),
     labels: z
       .array(z.string().min(1))
       .min(1)

@@ -50,7 +50,7 @@ describe("modelSettings (programmatic callers)", () => {
   it("validates with the schema's bounds and names the configuration key", () => {
     for (const [bad, key] of [
       [{ workers: 0 }, "model.workers"],
-      [{ maxSequenceTokens: 1 }, "model.maxSequenceTokens"],
+      [{ maxSequenceTokens: 8193 }, "model.maxSequenceTokens"],
       [{ inputNames: { input_id: "ids" } }, "model.inputNames"],
       [{ backfillSliceRows: 4097 }, "model.backfillSliceRows"],
     ] as const) {
