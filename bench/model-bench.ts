@@ -8,9 +8,10 @@
 import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { monitorEventLoopDelay } from "node:perf_hooks";
+import { type ModelSettingsInput, modelSettings } from "../src/config/model-settings.js";
 import { planSubBatches } from "../src/model/batch-planner.js";
 import { ensureDefaultModel } from "../src/model/default-model.js";
-import { ModelRunner, type ModelRunnerOptions } from "../src/model/model-runner.js";
+import { ModelRunner } from "../src/model/model-runner.js";
 import { TextTokenizer } from "../src/model/text-tokenizer.js";
 import { loadCorpus } from "./corpus.js";
 import { machineDescription, percentile, writeBenchmarkSection } from "./report.js";
@@ -104,14 +105,17 @@ async function main(): Promise<void> {
   const loadBefore = machineDescription();
   const texts = loadCorpus(ITEMS);
   const files = await ensureDefaultModel({ log });
-  const base: ModelRunnerOptions = {
+  const base: ModelSettingsInput = {
     modelPath: files.modelPath,
     tokenizerPath: files.tokenizerPath,
     name: files.name,
   };
 
   // Token lengths and main-thread tokenisation cost (decides where tokenising happens).
+  const { maxSequenceTokens, textPrefix } = modelSettings(base);
   const tokenizer = new TextTokenizer(JSON.parse(await readFile(files.tokenizerPath, "utf8")), {
+    maxSequenceTokens,
+    textPrefix,
     cacheEntries: 0,
   });
   const tokenLengths = () =>
@@ -141,7 +145,7 @@ async function main(): Promise<void> {
     return real / padded;
   };
 
-  const configs: { label: string; options: ModelRunnerOptions; sizes: number[] }[] = [
+  const configs: { label: string; options: ModelSettingsInput; sizes: number[] }[] = [
     { label: "default (items isolated)", options: base, sizes: SIZES },
     {
       label: "batched, length buckets",
@@ -158,7 +162,7 @@ async function main(): Promise<void> {
   ];
   const idleLoopP99 = await idleLoopDelayP99Ms(3000);
   log(`idle event-loop delay p99 ${fmt(idleLoopP99)} ms`);
-  const runners = await Promise.all(configs.map((c) => ModelRunner.create(c.options)));
+  const runners = await Promise.all(configs.map((c) => ModelRunner.create(modelSettings(c.options))));
   const version = runners[0]!.identity.version;
   const cells = configs.map((c) => c.sizes.map((size) => new Cell(c.label, size)));
   const slice = Math.ceil(texts.length / ROUNDS);

@@ -5,9 +5,10 @@ import type { BatchRunSummary } from "../batch/batch-run-summary.js";
 import type { BatchSink } from "../batch/batch-sink.js";
 import { PartFileSink } from "../batch/part-file-sink.js";
 import type { SluiceConfig } from "../config/config-schema.js";
+import type { ModelSettings } from "../config/model-settings.js";
 import { createKafka } from "../kafka/kafka-client.js";
 import { KafkaTopicSink } from "../kafka/kafka-topic-sink.js";
-import { ModelRunner, type ModelRunnerOptions } from "../model/model-runner.js";
+import { ModelRunner } from "../model/model-runner.js";
 import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
 import { resolveWorkerCount } from "../model/worker-count.js";
 import { type BatchSeams, installedBatchSeams } from "./batch-seams.js";
@@ -128,6 +129,6 @@ export async function createBatchRuntime(
  * Same mapping as `sluice serve` (config `model` section → ModelRunner options), with model-fetch lines
  * on stderr; shared by `sluice batch`, `sluice plan --measure` and the batch benchmark.
  */
-export function batchModelOptions(config: SluiceConfig): Promise<ModelRunnerOptions> {
+export function batchModelOptions(config: SluiceConfig): Promise<ModelSettings> {
   return modelRunnerOptionsFromConfig(config, (line) => process.stderr.write(`model: ${line}\n`));
 }

@@ -1,7 +1,7 @@
 import type { BatchSource } from "../batch/batch-source.js";
 import { FileSource, fileFormatOf } from "../batch/file-source.js";
 import type { SluiceConfig } from "../config/config-schema.js";
-import type { RequestDecoder } from "../contracts/request-codec.js";
+import { RequestDecoder } from "../contracts/request-codec.js";
 import { createKafka } from "../kafka/kafka-client.js";
 import { KafkaRangeSource } from "../kafka/kafka-range-source.js";
 import { SluiceError } from "../sluice-error.js";
@@ -55,8 +55,12 @@ export function createBatchSource(
       topic: inputTopic,
       from: request.from ?? null,
       to: request.to ?? null,
-      defaultCodec: config.topics.requestCodec,
-      ...(decoder ? { decoder } : {}),
+      decoder:
+        decoder ??
+        new RequestDecoder({
+          defaultCodec: config.topics.requestCodec,
+          maxMessageBytes: config.delivery.maxMessageBytes,
+        }),
     });
     return {
       source,

@@ -1,13 +1,19 @@
 import type { Command } from "commander";
 import { stringify } from "yaml";
-import { loadConfigWithOrigin } from "../config/config-loader.js";
-import type { SluiceConfig } from "../config/config-schema.js";
+import { type DeepPartial, loadConfigWithOrigin } from "../config/config-loader.js";
+import type { SluiceConfig, SluiceConfigInput } from "../config/config-schema.js";
 import { maskSecrets } from "../config/secret-masking.js";
 
-/** Loads the effective configuration for a command, honouring the global `--config` option. */
-export function loadCommandConfig(command: Command): SluiceConfig {
+/**
+ * Loads the effective configuration for a command, honouring the global `--config` option; `flags`
+ * (the command's own options, as configuration keys) are the last layer and validated with the rest.
+ */
+export function loadCommandConfig(command: Command, flags?: DeepPartial<SluiceConfigInput>): SluiceConfig {
   const { config } = command.optsWithGlobals<{ config?: string }>();
-  return loadConfigWithOrigin(config === undefined ? {} : { configPath: config }).config;
+  return loadConfigWithOrigin({
+    ...(config === undefined ? {} : { configPath: config }),
+    ...(flags === undefined ? {} : { overrides: flags }),
+  }).config;
 }
 
 export function register(program: Command): void {

@@ -1,9 +1,12 @@
+import { basename } from "node:path";
 import type { Command } from "commander";
+import type { SluiceConfig } from "../config/config-schema.js";
 import { envNameFor } from "../config/env-overrides.js";
+import type { ModelSettings } from "../config/model-settings.js";
 import { DEFAULT_MODEL, ensureDefaultModel } from "../model/default-model.js";
-import { resolveModelFiles } from "../model/model-files.js";
 import type { ModelPort } from "../model/model-port.js";
-import { ModelRunner, type ModelRunnerOptions } from "../model/model-runner.js";
+import { ModelRunner } from "../model/model-runner.js";
+import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
 import { NoopModel } from "../model/noop-model.js";
 import { loadCommandConfig } from "./config-command.js";
 
@@ -30,62 +33,46 @@ export function addModelFlags(command: Command): Command {
     .option("--models-dir <dir>", "where the default model is cached (default ./models)");
 }
 
-/** Resolves flags + configuration into runner options, fetching the default model when none is given. */
-export async function modelRunnerOptionsFrom(
-  command: Command,
-  flags: ModelFlags,
-): Promise<ModelRunnerOptions> {
-  const m = loadCommandConfig(command).model;
-  const given = flags.model ?? m.path;
-  let tokenizerPath = flags.tokenizer ?? (flags.model === undefined ? m.tokenizerPath : undefined);
-  let name = flags.model === undefined ? m.name : undefined;
-  let modelPath: string;
-  if (given === undefined) {
-    const files = await ensureDefaultModel({
-      ...(flags.modelsDir ? { modelsDir: flags.modelsDir } : {}),
-      log: (line) => process.stderr.write(`${line}\n`),
-    });
-    modelPath = files.modelPath;
-    tokenizerPath ??= files.tokenizerPath;
-    name = files.name;
-  } else {
-    // Name the setting the user actually used: the flag, or the configuration key.
-    const fromFlag = flags.model !== undefined;
-    ({ modelPath, tokenizerPath } = resolveModelFiles(
-      { modelPath: given, tokenizerPath },
-      {
-        model: fromFlag ? "--model" : `model.path (${envNameFor("model.path")})`,
-        tokenizer:
-          fromFlag || flags.tokenizer !== undefined
-            ? "--tokenizer"
-            : `model.tokenizerPath (${envNameFor("model.tokenizerPath")}) or --tokenizer`,
-      },
-    ));
-  }
-  const names = m.inputNames ?? {};
-  return {
-    modelPath,
-    tokenizerPath,
-    ...(name !== undefined ? { name } : {}),
-    task: (flags.task ?? m.task) as ModelRunnerOptions["task"],
-    pooling: (flags.pooling ?? m.pooling) as ModelRunnerOptions["pooling"],
-    normalize: m.normalize,
-    maxSequenceTokens: m.maxSequenceTokens,
-    ...(flags.labels
-      ? { labels: flags.labels.split(",").map((l) => l.trim()) }
-      : m.labels
-        ? { labels: m.labels }
-        : {}),
-    inputNames: {
-      ...(names["input_ids"] ? { inputIds: names["input_ids"] } : {}),
-      ...(names["attention_mask"] ? { attentionMask: names["attention_mask"] } : {}),
-      ...(names["token_type_ids"] ? { tokenTypeIds: names["token_type_ids"] } : {}),
+/**
+ * Flags + configuration → runner settings through the one mapping (`modelRunnerOptionsFromConfig`),
+ * so `infer` and `model info` run the model as `serve` and `batch` do. The flags are configuration
+ * overrides, validated with the rest: `--task`, `--pooling`, `--labels`; and `workers: 1` (one text
+ * needs one worker; the worker count never changes a result). `--model FILE` replaces the configured
+ * model: its tokenizer is `--tokenizer` or the one next to FILE, and its name FILE's without `.onnx`.
+ */
+export async function modelRunnerOptionsFrom(command: Command, flags: ModelFlags): Promise<ModelSettings> {
+  type Model = SluiceConfig["model"];
+  // Cast only for the compiler: the schema checks these values with the rest of the configuration.
+  const config = loadCommandConfig(command, {
+    model: {
+      workers: 1,
+      ...(flags.task === undefined ? {} : { task: flags.task as Model["task"] }),
+      ...(flags.pooling === undefined ? {} : { pooling: flags.pooling as Model["pooling"] }),
+      ...(flags.labels === undefined ? {} : { labels: flags.labels.split(",").map((l) => l.trim()) }),
     },
-    workers: 1,
-    intraOpThreads: m.intraOpThreads,
-    textPrefix: m.textPrefix,
-    onnxruntimeTelemetry: m.onnxruntimeTelemetry,
+  });
+  const file = flags.model;
+  const fromFlag = file !== undefined;
+  const model: Model = fromFlag
+    ? {
+        ...config.model,
+        path: file,
+        tokenizerPath: flags.tokenizer,
+        name: basename(file).replace(/\.onnx$/i, ""),
+      }
+    : { ...config.model, tokenizerPath: flags.tokenizer ?? config.model.tokenizerPath };
+  // Name the setting the user actually used: the flag, or the configuration key.
+  const settings = {
+    model: fromFlag ? "--model" : `model.path (${envNameFor("model.path")})`,
+    tokenizer:
+      fromFlag || flags.tokenizer !== undefined
+        ? "--tokenizer"
+        : `model.tokenizerPath (${envNameFor("model.tokenizerPath")}) or --tokenizer`,
   };
+  return modelRunnerOptionsFromConfig({ ...config, model }, (line) => process.stderr.write(`${line}\n`), {
+    settings,
+    ...(flags.modelsDir ? { modelsDir: flags.modelsDir } : {}),
+  });
 }
 
 /** `--model noop` gives the no-op model (Kafka-ceiling benchmarks); anything else a real runner. */

@@ -1,6 +1,7 @@
 import type { Command } from "commander";
 import { batchModelOptions } from "../app/batch-runtime.js";
 import { formatCapacityPlan, parseDurationMs, planCapacity } from "../batch/capacity-plan.js";
+import type { ModelSettings } from "../config/model-settings.js";
 import { ModelRunner } from "../model/model-runner.js";
 import { SluiceError } from "../sluice-error.js";
 import { loadCommandConfig } from "./config-command.js";
@@ -35,7 +36,8 @@ export function register(program: Command): void {
       let measuredNote = "";
       let measured: { items: number; ms: number; batchSize: number } | null = null;
       if (opts.measure) {
-        const config = loadCommandConfig(command);
+        // One worker: the plan multiplies a per-worker rate (the other model settings are the configured ones).
+        const config = loadCommandConfig(command, { model: { workers: 1 } });
         const seconds = Number(opts.measureSeconds);
         if (!Number.isFinite(seconds) || seconds <= 0) {
           throw new SluiceError(
@@ -44,7 +46,7 @@ export function register(program: Command): void {
           );
         }
         const m = await measureItemsPerSec(
-          { ...(await batchModelOptions(config)), workers: 1 },
+          await batchModelOptions(config),
           config.batching.maxBatchSize,
           seconds * 1000,
         );
@@ -79,11 +81,11 @@ function sampleTexts(n: number): string[] {
 }
 
 async function measureItemsPerSec(
-  options: Parameters<typeof ModelRunner.create>[0],
+  settings: ModelSettings,
   batchSize: number,
   durationMs: number,
 ): Promise<{ itemsPerSec: number; items: number; ms: number }> {
-  const model = await ModelRunner.create(options);
+  const model = await ModelRunner.create(settings);
   try {
     const texts = sampleTexts(batchSize * 8);
     await model.run(texts.slice(0, batchSize)); // warm-up: session init and first-run allocations

@@ -134,14 +134,39 @@ function valueAt(root: unknown, path: PropertyKey[]): unknown {
 
 type SchemaLike = {
   description?: string;
-  _zod: { def: { type: string; innerType?: SchemaLike; shape?: Record<string, SchemaLike> } };
+  _zod: {
+    def: { type: string; innerType?: SchemaLike; shape?: Record<string, SchemaLike>; options?: SchemaLike[] };
+  };
 };
 
 function objectShape(schema: SchemaLike | undefined): Record<string, SchemaLike> | undefined {
   let inner = schema;
-  // Walk through wrappers (prefault/default/optional) to the object shape.
-  while (inner && inner._zod.def.type !== "object") inner = inner._zod.def.innerType;
+  // Walk through wrappers (prefault/default/optional) to the object shape; a union (kafka.ssl: a
+  // boolean or an object) has the shape of its object member.
+  while (inner && inner._zod.def.type !== "object") {
+    if (inner._zod.def.type === "union")
+      return inner._zod.def.options?.map(objectShape).find((shape) => shape !== undefined);
+    inner = inner._zod.def.innerType;
+  }
   return inner?._zod.def.shape;
+}
+
+/**
+ * A union's failure as the member the value was meant for says it (`kafka.ssl` given an object: the
+ * object member's issues), so the message names the key and where it came from, not only "Invalid
+ * input". A member the value does not even have the type (or, for a literal, the value) of was not
+ * meant; if not exactly one member is left, the union's own issue stays.
+ */
+function meantMemberIssues(issues: z.core.$ZodIssue[]): z.core.$ZodIssue[] {
+  return issues.flatMap((issue) => {
+    if (issue.code !== "invalid_union") return [issue];
+    const meant = issue.errors.filter(
+      (member) =>
+        !member.some((e) => (e.code === "invalid_type" || e.code === "invalid_value") && e.path.length === 0),
+    );
+    if (meant.length !== 1) return [issue];
+    return meantMemberIssues(meant[0]!.map((e) => ({ ...e, path: [...issue.path, ...e.path] })));
+  });
 }
 
 function schemaAt(path: PropertyKey[]): SchemaLike | undefined {
@@ -177,10 +202,11 @@ function problem(issue: z.core.$ZodIssue): string {
 }
 
 export function formatIssues(
-  issues: z.core.$ZodIssue[],
+  given: z.core.$ZodIssue[],
   input: Record<string, unknown>,
   sources: Map<string, string>,
 ): string {
+  const issues = meantMemberIssues(given);
   const lines = issues.map((issue) => {
     if (issue.code === "unrecognized_keys") {
       const parent = issue.path.map(String).join(".");

@@ -1,7 +1,5 @@
 import { hostname } from "node:os";
 import { z } from "zod";
-import { DEDUPLICATOR_DEFAULTS } from "../delivery/deduplicator.js";
-import { BATCHER_DEFAULTS } from "../microbatch/lane-batcher.js";
 import { positiveInt, topicName } from "./config-fields.js";
 import { kafkaSchema } from "./kafka-config-schema.js";
 import { schemaRegistrySchema } from "./schema-registry-config-schema.js";
@@ -14,10 +12,10 @@ import { schemaRegistrySchema } from "./schema-registry-config-schema.js";
  * object and picks up each field's default (zod 4 returns `default` values without parsing them).
  * Objects are strict: an unknown key is a typo and fails loudly instead of being ignored.
  *
- * Components take resolved options (no defaults of their own); `resolveProcessorOptions` validates
- * programmatic options through this same schema. The standalone pure components (LaneBatcher,
- * Deduplicator) keep their defaults next to their code, and this schema takes them from there, so
- * each default value is written once.
+ * Components take resolved options (no defaults of their own for configurable values, the pure
+ * LaneBatcher and Deduplicator included); `resolveProcessorOptions` and `modelSettings` validate
+ * programmatic options through this same schema. This folder imports no pipeline room (`delivery`,
+ * `microbatch`, `model`, ...): they depend on it, never the other way (`npm run arch`).
  */
 
 export const topicsSchema = z
@@ -94,16 +92,16 @@ export const batchingSchema = z
       .int()
       .min(1)
       .max(4096)
-      .default(BATCHER_DEFAULTS.maxBatchSize)
+      .default(32)
       .describe("Max requests per micro-batch (1..4096)."),
     maxBatchTokens: positiveInt()
-      .default(BATCHER_DEFAULTS.maxBatchTokens)
+      .default(8192)
       .describe("Max padded tokens per micro-batch (batch size x longest sequence)."),
     maxWaitMs: z
       .number()
       .int()
       .min(0)
-      .default(BATCHER_DEFAULTS.maxWaitMs)
+      .default(10)
       .describe("Longest time the first queued request waits for a batch to fill, ms."),
     maxInFlightBatches: positiveInt().default(2).describe("Batches being inferred at the same time."),
     maxQueuedRecords: positiveInt()
@@ -132,7 +130,7 @@ export const deliverySchema = z
       .default(60_000)
       .describe("Broker-side transaction timeout, ms; must exceed commitIntervalMs."),
     dedupTtlMs: positiveInt()
-      .default(DEDUPLICATOR_DEFAULTS.ttlMs)
+      .default(24 * 60 * 60 * 1000)
       .describe("How long a request id is remembered for deduplication, ms."),
     dedupMaxEntries: positiveInt()
       .default(1_000_000)
@@ -156,9 +154,18 @@ export const deliverySchema = z
   })
   .describe("Delivery guarantees and deduplication.");
 
+/** The model inputs Sluice feeds, by their usual names; `model.inputNames` maps them to the model's. */
+export const MODEL_INPUTS = ["input_ids", "attention_mask", "token_type_ids"] as const;
+
 export const modelSchema = z
   .strictObject({
-    name: z.string().min(1).default("bge-small-en-v1.5-q").describe("Model name reported in results."),
+    name: z
+      .string()
+      .min(1)
+      .default("bge-small-en-v1.5-q")
+      .describe(
+        "Model name reported in results (the default model's; set it when model.path names another model).",
+      ),
     path: z
       .string()
       .min(1)
@@ -173,24 +180,55 @@ export const modelSchema = z
     pooling: z.enum(["cls", "mean"]).default("cls").describe("Embedding pooling (BGE uses cls)."),
     normalize: z.boolean().default(true).describe("L2-normalise embeddings."),
     maxSequenceTokens: positiveInt()
+      .max(8192)
       .default(256)
-      .describe("Longer inputs are truncated to this many tokens."),
+      .describe(
+        "Longer inputs are truncated to this many tokens, special tokens included (at most 8192; loading the model fails if its special tokens leave no room for text).",
+      ),
     labels: z
       .array(z.string().min(1))
       .min(1)
       .optional()
-      .describe("Class labels for classification, in output order."),
+      .describe(
+        "Class labels for classification, in output order; unset = the model's metadata, else LABEL_i.",
+      ),
     inputNames: z
-      .record(z.string(), z.string().min(1))
+      .partialRecord(z.enum(MODEL_INPUTS), z.string().min(1))
       .optional()
       .describe(
         "Map from logical input (input_ids, attention_mask, token_type_ids) to the model's input name.",
       ),
+    outputName: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        "Model output to read; unset = last_hidden_state or sentence_embedding (embedding), logits (classification), else the first output.",
+      ),
     workers: z
-      .union([z.literal("auto"), positiveInt()])
+      .union([z.literal("auto"), positiveInt().max(64)])
       .default("auto")
-      .describe("Inference worker threads: a number, or auto = available cores − 1, at least 1."),
-    intraOpThreads: positiveInt().default(1).describe("onnxruntime intra-op threads per worker."),
+      .describe("Inference worker threads: a number (1..64), or auto = available cores − 1, at least 1."),
+    intraOpThreads: positiveInt()
+      .max(64)
+      .default(1)
+      .describe("onnxruntime intra-op threads per worker (1..64)."),
+    interOpThreads: positiveInt()
+      .max(64)
+      .default(1)
+      .describe("onnxruntime inter-op threads per worker (1..64; sequential execution uses one)."),
+    allowSpinning: z
+      .boolean()
+      .default(false)
+      .describe(
+        "Let onnxruntime's pool threads spin-wait between calls (lower latency, burns CPU that Kafka I/O needs on small machines).",
+      ),
+    backfillSliceRows: positiveInt()
+      .max(4096)
+      .default(4)
+      .describe(
+        "Most rows per ORT call of a backfill batch (1..4096): bounds how long an online call waits for a busy worker (docs/lanes.md).",
+      ),
     textPrefix: z
       .string()
       .default("")

@@ -10,6 +10,12 @@ import { sluiceConfigSchema } from "./config-schema.js";
  * numbers, booleans (true/false/1/0/yes/no), lists (comma-separated or a JSON array), maps
  * (`k=v,k2=v2` or a JSON object). Plain `KAFKA_BROKERS` sets `kafka.brokers` unless
  * `SLUICE_KAFKA__BROKERS` is also set.
+ *
+ * A union with object members (`kafka.ssl`: a boolean or an object of TLS settings) takes either form:
+ * its own variable (`SLUICE_KAFKA__SSL=true` or a JSON object), or one variable per key of the object
+ * members (`SLUICE_KAFKA__SSL__CA_PATH=/ca.pem`). Both together merge: `true` or a JSON object plus
+ * sub-keys is the object with those keys (a sub-key wins over the same key in the JSON); `false` or
+ * any other value plus sub-keys is an error, since the sub-keys would silently override it.
  */
 export const ENV_PREFIX = "SLUICE_";
 
@@ -27,6 +33,7 @@ interface ZodDefLike {
   innerType?: AnySchema;
   in?: AnySchema;
   shape?: Record<string, AnySchema>;
+  options?: AnySchema[];
 }
 
 function defOf(schema: AnySchema): ZodDefLike {
@@ -58,18 +65,34 @@ export function envNameFor(dottedKey: string): string {
   return ENV_PREFIX + dottedKey.split(".").map(envSegment).join("__");
 }
 
+/** Non-numbers stay the original text, so validation reports what the user wrote. */
+function asNumber(text: string, raw: string): unknown {
+  return text !== "" && Number.isFinite(Number(text)) ? Number(text) : raw;
+}
+
+function asBoolean(text: string, raw: string): unknown {
+  const lower = text.toLowerCase();
+  if (["true", "1", "yes", "on"].includes(lower)) return true;
+  if (["false", "0", "no", "off"].includes(lower)) return false;
+  return raw;
+}
+
 function coerce(raw: string, leaf: AnySchema): unknown {
   const type = defOf(leaf).type;
   const text = raw.trim();
   switch (type) {
     case "number":
-      // Leave non-numbers as strings so validation reports the original text.
-      return text !== "" && Number.isFinite(Number(text)) ? Number(text) : raw;
-    case "boolean": {
-      const lower = text.toLowerCase();
-      if (["true", "1", "yes", "on"].includes(lower)) return true;
-      if (["false", "0", "no", "off"].includes(lower)) return false;
-      return raw;
+      return asNumber(text, raw);
+    case "boolean":
+      return asBoolean(text, raw);
+    case "union": {
+      // By the members' types: `kafka.ssl` is true/false or a JSON object of TLS settings,
+      // `model.workers` "auto" or a number.
+      if (text.startsWith("{")) return parseJson(text, raw);
+      const members = (defOf(leaf).options ?? []).map((option) => defOf(unwrap(option)).type);
+      const asBool = members.includes("boolean") ? asBoolean(text, raw) : raw;
+      if (asBool !== raw) return asBool;
+      return members.includes("number") ? asNumber(text, raw) : raw;
     }
     case "array":
       if (text.startsWith("[")) return parseJson(text, raw);
@@ -77,14 +100,6 @@ function coerce(raw: string, leaf: AnySchema): unknown {
         .split(",")
         .map((s) => s.trim())
         .filter((s) => s !== "");
-    case "union": {
-      // `kafka.ssl`: true/false, or a JSON object of TLS settings.
-      if (text.startsWith("{")) return parseJson(text, raw);
-      const lower = text.toLowerCase();
-      if (["true", "1", "yes", "on"].includes(lower)) return true;
-      if (["false", "0", "no", "off"].includes(lower)) return false;
-      return raw;
-    }
     case "record":
       if (text.startsWith("{")) return parseJson(text, raw);
       return Object.fromEntries(
@@ -109,19 +124,61 @@ function parseJson(text: string, raw: string): unknown {
   }
 }
 
-function setPath(target: Record<string, unknown>, path: string[], value: unknown): void {
-  let node = target;
-  for (const key of path.slice(0, -1)) {
-    const next = node[key];
-    if (typeof next === "object" && next !== null && !Array.isArray(next)) {
-      node = next as Record<string, unknown>;
-    } else {
-      const created: Record<string, unknown> = {};
-      node[key] = created;
-      node = created;
+/**
+ * The keys an environment variable may name below a schema: an object's fields, or for a union the
+ * fields of its object members (`kafka.ssl`), each with its schema. Undefined: no sub-keys at all.
+ */
+function subKeys(schema: AnySchema): { keys: Map<string, AnySchema>; union: boolean } | undefined {
+  const inner = unwrap(schema);
+  const def = defOf(inner);
+  if (def.shape) return { keys: new Map(Object.entries(def.shape)), union: false };
+  if (def.type !== "union") return undefined;
+  const keys = new Map<string, AnySchema>();
+  for (const option of def.options ?? []) {
+    for (const [key, child] of Object.entries(defOf(unwrap(option)).shape ?? {})) {
+      if (!keys.has(key)) keys.set(key, child);
     }
   }
+  return keys.size > 0 ? { keys, union: true } : undefined;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/**
+ * Sets `value` at `path`. Variables are applied in name order, so a union's own variable
+ * (`SLUICE_KAFKA__SSL`) is set before its sub-keys: under a sub-key, its `true` becomes an object, a
+ * JSON object is kept and the sub-key set in it (the sub-key wins), anything else is `conflict`.
+ */
+function setPath(
+  target: Record<string, unknown>,
+  path: string[],
+  value: unknown,
+  conflict: (at: string[], existing: unknown) => never,
+): void {
+  let node = target;
+  path.slice(0, -1).forEach((key, i) => {
+    const next = node[key];
+    if (isPlainObject(next)) {
+      node = next;
+      return;
+    }
+    if (next !== undefined && next !== true) conflict(path.slice(0, i + 1), next);
+    const created: Record<string, unknown> = {};
+    node[key] = created;
+    node = created;
+  });
   node[path[path.length - 1]!] = value;
+}
+
+/** What the error for an unknown key lists: the keys there may be, and for a union its JSON form. */
+function allowedBelow(below: ReturnType<typeof subKeys>, path: string[]): string {
+  if (!below) return "(no sub-keys)";
+  const keys = [...below.keys.keys()].map(envSegment).join(", ");
+  if (!below.union) return keys;
+  const variable = envNameFor(path.join("."));
+  return `${keys} (the keys of ${path.join(".")}'s object form; ${variable} also takes that object as JSON)`;
 }
 
 /** Reads config overrides from the environment; an unknown `SLUICE_*__*` name is an error (a typo). */
@@ -134,21 +191,28 @@ export function readEnvOverrides(env: NodeJS.ProcessEnv): EnvOverrides {
     let schema: AnySchema = sluiceConfigSchema;
     const path: string[] = [];
     for (const segment of segments) {
-      const shape = defOf(unwrap(schema)).shape;
-      const key = shape ? Object.keys(shape).find((k) => envSegment(k) === segment) : undefined;
-      if (!shape || key === undefined) {
+      const below = subKeys(schema);
+      const key = below ? [...below.keys.keys()].find((k) => envSegment(k) === segment) : undefined;
+      if (!below || key === undefined) {
         const where = path.length === 0 ? "" : ` under ${path.join(".")}`;
-        const allowed = shape ? Object.keys(shape).map(envSegment).join(", ") : "(no sub-keys)";
         throw new SluiceError(
           "CONFIG_INVALID",
-          `environment variable ${name}: unknown key ${segment}${where}; allowed: ${allowed}`,
+          `environment variable ${name}: unknown key ${segment}${where}; allowed: ${allowedBelow(below, path)}`,
           { context: { variable: name } },
         );
       }
       path.push(key);
-      schema = shape[key]!;
+      schema = below.keys.get(key)!;
     }
-    setPath(values, path, coerce(raw, unwrap(schema)));
+    setPath(values, path, coerce(raw, unwrap(schema)), (at, other) => {
+      const key = at.join(".");
+      const setter = sources.get(key) ?? `environment variable ${envNameFor(key)}`;
+      throw new SluiceError(
+        "CONFIG_INVALID",
+        `environment variables conflict: ${setter} sets ${key} to ${JSON.stringify(other)}, and ${name} sets ${path.join(".")} inside it; unset one of them (${key}'s sub-keys imply its object form)`,
+        { context: { variable: name } },
+      );
+    });
     sources.set(path.join("."), `environment variable ${name}`);
   };
 

@@ -21,11 +21,12 @@ export interface ChangelogEntry {
   value: Buffer | null;
 }
 
+/** Resolved options: `ttlMs` and `maxEntries` come from the configuration (`delivery.*`). */
 export interface DeduplicatorOptions {
-  /** How long an id is remembered, ms. Default 24 h. Should exceed the longest redelivery window. */
-  ttlMs?: number;
-  /** Most ids kept; the oldest is evicted beyond it. Default 100 000. */
-  maxEntries?: number;
+  /** How long an id is remembered, ms (`delivery.dedupTtlMs`). Should exceed the longest redelivery window. */
+  ttlMs: number;
+  /** Most ids kept; the oldest is evicted beyond it (the partition's share of `delivery.dedupMaxEntries`). */
+  maxEntries: number;
   /**
    * Most tombstone key bytes (UTF-8) one `evictExpired` call returns; it returns at least one pending
    * tombstone whatever its size. Default 64 KiB (~1,700 tombstones of 36-char UUIDs).
@@ -46,11 +47,8 @@ export interface RestoreStats {
   queuedTombstones: number;
 }
 
-export const DEDUPLICATOR_DEFAULTS = {
-  ttlMs: 24 * 60 * 60 * 1000,
-  maxEntries: 100_000,
-  maxTombstoneBytesPerCall: 64 * 1024,
-} as const;
+/** Not a configuration key: a bound on one transaction's tombstone bytes, ~1,700 36-char UUIDs. */
+const DEFAULT_MAX_TOMBSTONE_BYTES_PER_CALL = 64 * 1024;
 
 interface Slot {
   expiresAtMs: number;
@@ -74,11 +72,10 @@ export class Deduplicator {
   private pendingTombstones: string[] = [];
   private pendingHead = 0;
 
-  constructor(opts: DeduplicatorOptions = {}) {
-    this.ttlMs = opts.ttlMs ?? DEDUPLICATOR_DEFAULTS.ttlMs;
-    this.maxEntriesValue = opts.maxEntries ?? DEDUPLICATOR_DEFAULTS.maxEntries;
-    this.maxTombstoneBytesPerCall =
-      opts.maxTombstoneBytesPerCall ?? DEDUPLICATOR_DEFAULTS.maxTombstoneBytesPerCall;
+  constructor(opts: DeduplicatorOptions) {
+    this.ttlMs = opts.ttlMs;
+    this.maxEntriesValue = opts.maxEntries;
+    this.maxTombstoneBytesPerCall = opts.maxTombstoneBytesPerCall ?? DEFAULT_MAX_TOMBSTONE_BYTES_PER_CALL;
     if (!Number.isFinite(this.ttlMs) || this.ttlMs <= 0) {
       throw new RangeError(`Deduplicator: ttlMs must be a positive number of ms, got ${String(opts.ttlMs)}`);
     }

@@ -2,8 +2,7 @@ import type { Kafka } from "kafkajs";
 import type { BatchItem, BatchSource } from "../batch/batch-source.js";
 import { type PartitionRange, parseOffsetSpec, resolveRanges } from "../batch/offset-spec.js";
 import type { InputDescription } from "../batch/run-provenance.js";
-import type { Codec } from "../contracts/codec.js";
-import { RequestDecoder } from "../contracts/request-codec.js";
+import type { RequestDecoder } from "../contracts/request-codec.js";
 import { SluiceError } from "../sluice-error.js";
 import { withAdmin } from "./admin-session.js";
 import { readKafkaRanges } from "./kafka-range-reader.js";
@@ -15,12 +14,11 @@ export interface KafkaRangeSourceOptions {
   from?: string | null;
   /** `--to`: latest at start (default), partition:offset pairs or an ISO timestamp. Exclusive. */
   to?: string | null;
-  /** Codec of records without a content-type header. Default "json". */
-  defaultCodec?: Codec;
-  /** A ready decoder (src/app/wire-codecs.ts; needed for avro-registry); default: built from defaultCodec. */
-  decoder?: RequestDecoder;
-  /** Larger records fail as PAYLOAD_TOO_LARGE. Default 1 MiB. */
-  maxMessageBytes?: number;
+  /**
+   * The request decoder, built by the caller from the configuration (`topics.requestCodec`,
+   * `delivery.maxMessageBytes`; src/app/wire-codecs.ts for avro-registry).
+   */
+  decoder: RequestDecoder;
   /** Records read ahead of the job. Default 5000. */
   maxBufferedRecords?: number;
 }
@@ -37,12 +35,7 @@ export class KafkaRangeSource implements BatchSource {
   constructor(private readonly opts: KafkaRangeSourceOptions) {
     parseOffsetSpec(opts.from, "--from");
     parseOffsetSpec(opts.to, "--to");
-    this.decoder =
-      opts.decoder ??
-      new RequestDecoder({
-        defaultCodec: opts.defaultCodec ?? "json",
-        maxMessageBytes: opts.maxMessageBytes ?? 1 << 20,
-      });
+    this.decoder = opts.decoder;
   }
 
   async describe(previous?: InputDescription): Promise<InputDescription> {

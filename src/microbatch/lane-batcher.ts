@@ -9,9 +9,6 @@ import {
 import { type BatcherClock, systemClock } from "./batcher-clock.js";
 import { FlushTimer } from "./flush-timer.js";
 
-/** Defaults of the batching limits; the config schema takes them from here (one home). */
-export const BATCHER_DEFAULTS = { maxBatchSize: 32, maxBatchTokens: 8192, maxWaitMs: 10 } as const;
-
 /** A batch of one lane. */
 export interface LaneBatch<T> {
   lane: Lane;
@@ -25,19 +22,23 @@ export interface LaneBatch<T> {
   tokens: number;
 }
 
+/**
+ * Resolved options: the limits come from the configuration (`batching.*`, defaults in
+ * src/config/config-schema.ts), so none has a default here.
+ */
 export interface LaneBatcherOptions<T> {
-  /** Most items per batch (both lanes). Default 32. */
-  maxBatchSize?: number;
-  /** Most tokens per batch (both lanes). Default 8192. */
-  maxBatchTokens?: number;
-  /** Longest wait of the oldest online item for company, ms. Default 10. */
-  maxWaitMs?: number;
+  /** Most items per batch (both lanes): `batching.maxBatchSize`. */
+  maxBatchSize: number;
+  /** Most tokens per batch (both lanes): `batching.maxBatchTokens`. */
+  maxBatchTokens: number;
+  /** Longest wait of the oldest online item for company, ms: `batching.maxWaitMs`. */
+  maxWaitMs: number;
   /** Initial expected batch inference time, ms (feeds the online deadline rule). Default 0. */
   estimatedInferenceMs?: number;
-  /** Most online batches handed out and not yet `done("online")`. Positive integer. Default 2. */
-  onlineSlots?: number;
-  /** Most backfill batches handed out and not yet `done("backfill")`. Positive integer. Default 2. */
-  backfillSlots?: number;
+  /** Most online batches handed out and not yet `done("online")`. Positive integer (`batching.maxInFlightBatches`). */
+  onlineSlots: number;
+  /** Most backfill batches handed out and not yet `done("backfill")`. Positive integer (`batching.maxInFlightBatches`). */
+  backfillSlots: number;
   clock?: BatcherClock;
   /** Runs synchronously and must not throw (the items have left the queue). */
   onBatch: (batch: LaneBatch<T>) => void;
@@ -178,13 +179,13 @@ export class LaneBatcher<T> {
 
   constructor(opts: LaneBatcherOptions<T>) {
     this.policy = {
-      maxBatchSize: opts.maxBatchSize ?? BATCHER_DEFAULTS.maxBatchSize,
-      maxBatchTokens: opts.maxBatchTokens ?? BATCHER_DEFAULTS.maxBatchTokens,
-      maxWaitMs: opts.maxWaitMs ?? BATCHER_DEFAULTS.maxWaitMs,
+      maxBatchSize: opts.maxBatchSize,
+      maxBatchTokens: opts.maxBatchTokens,
+      maxWaitMs: opts.maxWaitMs,
       estimatedInferenceMs: opts.estimatedInferenceMs ?? 0,
     };
     validateBatchPolicyOptions(this.policy, "LaneBatcher");
-    this.slots = { online: opts.onlineSlots ?? 2, backfill: opts.backfillSlots ?? 2 };
+    this.slots = { online: opts.onlineSlots, backfill: opts.backfillSlots };
     for (const [lane, n] of Object.entries(this.slots))
       if (!Number.isInteger(n) || n < 1)
         throw new RangeError(`LaneBatcher: ${lane}Slots must be an integer ≥ 1, got ${n}`);

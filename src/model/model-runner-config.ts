@@ -1,54 +1,49 @@
 import type { SluiceConfig } from "../config/config-schema.js";
 import { envNameFor } from "../config/env-overrides.js";
+import type { ModelSettings } from "../config/model-settings.js";
 import { ensureDefaultModel } from "./default-model.js";
-import { resolveModelFiles } from "./model-files.js";
-import type { ModelRunnerOptions } from "./model-runner.js";
+import { type ModelFileSettings, resolveModelFiles } from "./model-files.js";
+
+/** How a command's files are found and named; `serve`, `batch` and the benches take the defaults. */
+export interface ModelFilesFrom {
+  /** Where the default model is cached (`--models-dir`); default `ensureDefaultModel`'s. */
+  modelsDir?: string;
+  /** The settings the user used for the two files, for messages; default the configuration keys. */
+  settings?: ModelFileSettings;
+}
+
+const CONFIG_SETTINGS: ModelFileSettings = {
+  model: setting("model.path"),
+  tokenizer: setting("model.tokenizerPath"),
+};
 
 /**
- * The one mapping from the configuration's `model` (and `batching.bucketing`) section to
- * `ModelRunner` options, shared by `sluice serve`, `sluice batch`, `sluice plan --measure` and the demo.
- * When no model path is configured, the default model is fetched (or found in `models/`).
+ * The one mapping from the configuration's `model` section (and `batching.bucketing`) to the
+ * `ModelRunner` settings, used by every command that runs a model: `serve`, `batch`, backfill,
+ * `plan --measure`, `infer`, `model info` (their flags are configuration overrides) and the benches.
+ * Every `model` key passes through unchanged except `path`/`tokenizerPath`, which become the resolved
+ * files; with no `model.path`, the default model is fetched (or found in `models/`).
  */
 export async function modelRunnerOptionsFromConfig(
   config: Pick<SluiceConfig, "model" | "batching">,
   log: (line: string) => void,
-): Promise<ModelRunnerOptions> {
-  const m = config.model;
-  let modelPath: string;
-  let tokenizerPath: string;
-  if (m.path === undefined) {
-    const files = await ensureDefaultModel({ log });
-    modelPath = files.modelPath;
-    tokenizerPath = m.tokenizerPath ?? files.tokenizerPath;
+  from: ModelFilesFrom = {},
+): Promise<ModelSettings> {
+  const { path, tokenizerPath: tokenizer, ...model } = config.model;
+  let files: { modelPath: string; tokenizerPath: string };
+  if (path === undefined) {
+    const fetched = await ensureDefaultModel({
+      log,
+      ...(from.modelsDir === undefined ? {} : { modelsDir: from.modelsDir }),
+    });
+    files = { modelPath: fetched.modelPath, tokenizerPath: tokenizer ?? fetched.tokenizerPath };
   } else {
-    ({ modelPath, tokenizerPath } = resolveModelFiles(
-      { modelPath: m.path, tokenizerPath: m.tokenizerPath },
-      { model: setting("model.path"), tokenizer: setting("model.tokenizerPath") },
-    ));
+    files = resolveModelFiles(
+      { modelPath: path, tokenizerPath: tokenizer },
+      from.settings ?? CONFIG_SETTINGS,
+    );
   }
-  const names = m.inputNames ?? {};
-  const inputNames = {
-    ...(names["input_ids"] ? { inputIds: names["input_ids"] } : {}),
-    ...(names["attention_mask"] ? { attentionMask: names["attention_mask"] } : {}),
-    ...(names["token_type_ids"] ? { tokenTypeIds: names["token_type_ids"] } : {}),
-  };
-  return {
-    modelPath,
-    tokenizerPath,
-    name: m.name,
-    task: m.task,
-    pooling: m.pooling,
-    normalize: m.normalize,
-    maxSequenceTokens: m.maxSequenceTokens,
-    ...(m.labels ? { labels: m.labels } : {}),
-    ...(Object.keys(inputNames).length > 0 ? { inputNames } : {}),
-    workers: m.workers,
-    intraOpThreads: m.intraOpThreads,
-    textPrefix: m.textPrefix,
-    itemIsolation: m.itemIsolation,
-    bucketing: config.batching.bucketing,
-    onnxruntimeTelemetry: m.onnxruntimeTelemetry,
-  };
+  return { ...model, ...files, bucketing: config.batching.bucketing };
 }
 
 /** A key as messages name it: `model.path (SLUICE_MODEL__PATH)`. */

@@ -1,11 +1,11 @@
 import { readFile } from "node:fs/promises";
-import { basename } from "node:path";
-import { z } from "zod";
+import type { ModelSettings } from "../config/model-settings.js";
 import type { ModelIdentity } from "../contracts/inference.js";
 import type { Lane } from "../contracts/lane.js";
 import { SluiceError } from "../sluice-error.js";
 import { padSequences, planSubBatches, sliceSubBatches } from "./batch-planner.js";
 import { InferenceWorkerPool } from "./inference-worker-pool.js";
+import type { ModelDescription } from "./model-description.js";
 import { fingerprintModel, type ModelFingerprint } from "./model-fingerprint.js";
 import type { ItemOutcome, ModelCallStats, ModelPort, ModelRunOptions, ModelTask } from "./model-port.js";
 import { type OnnxSummary, readOnnxSummary } from "./onnx-metadata.js";
@@ -14,89 +14,7 @@ import { classificationOutput, labelsFromMetadata } from "./tasks/classification
 import { embeddingOutput } from "./tasks/embedding-task.js";
 import { TextTokenizer } from "./text-tokenizer.js";
 import { resolveWorkerCount } from "./worker-count.js";
-import type { FeedNames, TensorInfo } from "./worker-protocol.js";
-
-const optionsSchema = z
-  .object({
-    /** ONNX model file. */
-    modelPath: z.string().min(1),
-    /** HF `tokenizer.json` matching the model. */
-    tokenizerPath: z.string().min(1),
-    /** Name in every result's `model.name`. Default: model file name without `.onnx`. */
-    name: z.string().min(1).optional(),
-    /** Default "embedding". */
-    task: z.enum(["embedding", "classification"]).default("embedding"),
-    /** Embedding pooling over a 3-D output. Default "cls" (BGE); sentence-transformers models use "mean". */
-    pooling: z.enum(["cls", "mean"]).default("cls"),
-    /** L2-normalise embeddings. Default true. */
-    normalize: z.boolean().default(true),
-    /** Longer texts are truncated (special tokens kept) and flagged. Default 256. */
-    maxSequenceTokens: z.number().int().min(2).max(8192).default(256),
-    /** Classifier label names by class index. Default: model metadata `id2label`/`labels`, else LABEL_i. */
-    labels: z.array(z.string().min(1)).min(1).optional(),
-    /** Model input names when they differ from input_ids / attention_mask / token_type_ids. */
-    inputNames: z
-      .object({
-        inputIds: z.string().min(1).optional(),
-        attentionMask: z.string().min(1).optional(),
-        tokenTypeIds: z.string().min(1).optional(),
-      })
-      .strict()
-      .default({}),
-    /** Output to read. Default: last_hidden_state / sentence_embedding (embedding), logits (classification), else the first. */
-    outputName: z.string().min(1).optional(),
-    /** Worker threads, one ORT session each, or "auto" (cores − 1, at least 1: `resolveWorkerCount`). Default "auto". */
-    workers: z.union([z.literal("auto"), z.number().int().min(1).max(64)]).default("auto"),
-    /** ORT intra-op threads per session. Default 1. */
-    intraOpThreads: z.number().int().min(1).max(64).default(1),
-    /** ORT inter-op threads per session (sequential execution uses 1). Default 1. */
-    interOpThreads: z.number().int().min(1).max(64).default(1),
-    /** Let ORT pool threads spin-wait between calls (lower latency, burns CPU). Default false. */
-    allowSpinning: z.boolean().default(false),
-    /** Sort each batch by token length and run length-homogeneous sub-batches. Default true (see docs/model-runner.md). */
-    bucketing: z.boolean().default(true),
-    /**
-     * Run every item in its own ORT call. Dynamically quantized models (DynamicQuantizeLinear) pick one
-     * int8 scale per input tensor, so an item's output depends on its batch neighbours and padding
-     * (measured: up to 1.7e-2 per component on BGE-small int8). "auto" isolates items exactly for such
-     * models, keeping DESIGN.md invariant 2; "never" trades that for throughput. Default "auto".
-     */
-    itemIsolation: z.enum(["auto", "always", "never"]).default("auto"),
-    /** Prepended to every text before tokenising. Default "". */
-    textPrefix: z.string().default(""),
-    /** Let onnxruntime run its own usage telemetry (see onnxruntime-telemetry.ts). Default false. */
-    onnxruntimeTelemetry: z.boolean().default(false),
-    /**
-     * Most rows of one ORT call of a backfill batch (`run(texts, { lane: "backfill" })`): an online call
-     * waits at most for the calls already running, so this bounds its wait (docs/lanes.md). Isolated
-     * items are one row anyway. Default 4.
-     */
-    backfillSliceRows: z.number().int().min(1).max(4096).default(4),
-  })
-  .strict();
-
-export type ModelRunnerOptions = z.input<typeof optionsSchema>;
-type ResolvedOptions = z.output<typeof optionsSchema>;
-
-/** What `sluice model info` prints. */
-export interface ModelDescription {
-  identity: ModelIdentity;
-  task: ModelTask;
-  modelSha256: string;
-  tokenizerSha256: string;
-  inputs: TensorInfo[];
-  outputs: TensorInfo[];
-  feeds: FeedNames;
-  outputName: string;
-  /** Embedding size or number of classes, when the output shape states it. */
-  outputSize: number | null;
-  labels: string[] | null;
-  maxSequenceTokens: number;
-  /** The graph quantizes activations per tensor, so batch neighbours change an item's output. */
-  batchDependent: boolean;
-  /** Effective: each item runs alone (see `itemIsolation`). */
-  isolateItems: boolean;
-}
+import type { FeedNames } from "./worker-protocol.js";
 
 interface TokenizedItem {
   index: number;
@@ -117,7 +35,7 @@ export class ModelRunner implements ModelPort {
   private readonly labels: string[];
 
   private constructor(
-    private readonly options: ResolvedOptions,
+    private readonly options: ModelSettings,
     private readonly tokenizer: TextTokenizer,
     private readonly pool: InferenceWorkerPool,
     description: ModelDescription,
@@ -129,15 +47,11 @@ export class ModelRunner implements ModelPort {
     this.labels = description.labels ?? [];
   }
 
-  static async create(options: ModelRunnerOptions): Promise<ModelRunner> {
-    const parsed = optionsSchema.safeParse(options);
-    if (!parsed.success) {
-      throw new SluiceError(
-        "CONFIG_INVALID",
-        `invalid model runner options: ${z.prettifyError(parsed.error)}`,
-      );
-    }
-    const o = parsed.data;
+  /**
+   * Loads the model with resolved settings: from the configuration (`modelRunnerOptionsFromConfig`,
+   * every command) or `modelSettings()` (programmatic callers); both validate, this does not again.
+   */
+  static async create(o: ModelSettings): Promise<ModelRunner> {
     const modelBytes = await readOrExplain(o.modelPath, "model");
     const tokenizerBytes = await readOrExplain(o.tokenizerPath, "tokenizer");
     let tokenizerJson: unknown;
@@ -281,7 +195,7 @@ export class ModelRunner implements ModelPort {
 }
 
 function describe(
-  o: ResolvedOptions,
+  o: ModelSettings,
   pool: InferenceWorkerPool,
   fingerprint: ModelFingerprint,
   summary: OnnxSummary,
@@ -293,15 +207,16 @@ function describe(
     throw new SluiceError(
       "CONFIG_INVALID",
       `model ${o.modelPath} has no input "${name}" for ${what}; its inputs are [${inputNames.join(", ")}]: ` +
-        "map them with inputNames",
+        "map them with model.inputNames",
     );
   };
+  const mapped = o.inputNames ?? {};
   const feeds: FeedNames = {
-    inputIds: require(o.inputNames.inputIds ?? "input_ids", "token ids"),
-    attentionMask: require(o.inputNames.attentionMask ?? "attention_mask", "the attention mask"),
+    inputIds: require(mapped.input_ids ?? "input_ids", "token ids"),
+    attentionMask: require(mapped.attention_mask ?? "attention_mask", "the attention mask"),
     tokenTypeIds:
-      o.inputNames.tokenTypeIds !== undefined
-        ? require(o.inputNames.tokenTypeIds, "token type ids")
+      mapped.token_type_ids !== undefined
+        ? require(mapped.token_type_ids, "token type ids")
         : inputNames.includes("token_type_ids")
           ? "token_type_ids"
           : null,
@@ -320,7 +235,7 @@ function describe(
   if (outputName === undefined || !outputNames.includes(outputName)) {
     throw new SluiceError(
       "CONFIG_INVALID",
-      `model has no output "${outputName}"; its outputs are [${outputNames.join(", ")}]: set outputName`,
+      `model has no output "${outputName}"; its outputs are [${outputNames.join(", ")}]: set model.outputName`,
     );
   }
   const shape = pool.outputs.find((x) => x.name === outputName)!.shape;
@@ -340,7 +255,7 @@ function describe(
   }
   const batchDependent = summary.opTypes.has("DynamicQuantizeLinear");
   return {
-    identity: { name: o.name ?? basename(o.modelPath).replace(/\.onnx$/i, ""), version: fingerprint.version },
+    identity: { name: o.name, version: fingerprint.version },
     task: o.task,
     modelSha256: fingerprint.modelSha256,
     tokenizerSha256: fingerprint.tokenizerSha256,

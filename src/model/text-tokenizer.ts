@@ -8,11 +8,12 @@ export type TokenizedText =
   | { ok: true; ids: Int32Array; truncated: boolean }
   | { ok: false; code: TokenizeFailureCode; message: string };
 
+/** `maxSequenceTokens` and `textPrefix` are the configuration's (`model.*`; defaults in src/config). */
 export interface TextTokenizerOptions {
-  /** Longest sequence, special tokens included; longer texts are cut and flagged `truncated`. Default 256. */
-  maxSequenceTokens?: number;
-  /** Prepended to every text before tokenisation (e.g. BGE's retrieval query instruction). Default "". */
-  textPrefix?: string;
+  /** Longest sequence, special tokens included; longer texts are cut and flagged `truncated`. */
+  maxSequenceTokens: number;
+  /** Prepended to every text before tokenisation (e.g. BGE's retrieval query instruction). */
+  textPrefix: string;
   /**
    * Encodings kept between `countTokens` and `tokenize` of the same text (the batcher counts first),
    * oldest evicted first. Default 4096. Texts over 512 chars are keyed by their SHA-256, so an entry
@@ -50,9 +51,9 @@ export class TextTokenizer {
   private readonly prefixTokens: number;
   private readonly suffixTokens: number;
 
-  constructor(tokenizerJson: unknown, options: TextTokenizerOptions = {}) {
-    this.maxSequenceTokens = options.maxSequenceTokens ?? 256;
-    this.textPrefix = options.textPrefix ?? "";
+  constructor(tokenizerJson: unknown, options: TextTokenizerOptions) {
+    this.maxSequenceTokens = options.maxSequenceTokens;
+    this.textPrefix = options.textPrefix;
     this.cacheEntries = options.cacheEntries ?? 4096;
     if (!Number.isInteger(this.maxSequenceTokens) || this.maxSequenceTokens < 1) {
       throw new SluiceError(

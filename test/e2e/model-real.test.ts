@@ -6,6 +6,8 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { Tokenizer } from "@huggingface/tokenizers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { defaultConfig } from "../../src/config/config-schema.js";
+import { modelSettings } from "../../src/config/model-settings.js";
 import { DEFAULT_MODEL, type DefaultModelFiles, ensureDefaultModel } from "../../src/model/default-model.js";
 import { readZipEntry } from "../../src/model/jar-entry-reader.js";
 import type { ItemOutcome } from "../../src/model/model-port.js";
@@ -46,11 +48,13 @@ const maxAbsDiff = (a: number[], b: number[]) => a.reduce((m, x, i) => Math.max(
 
 beforeAll(async () => {
   files = await ensureDefaultModel();
-  runner = await ModelRunner.create({
-    modelPath: files.modelPath,
-    tokenizerPath: files.tokenizerPath,
-    name: files.name,
-  });
+  runner = await ModelRunner.create(
+    modelSettings({
+      modelPath: files.modelPath,
+      tokenizerPath: files.tokenizerPath,
+      name: files.name,
+    }),
+  );
 }, 300_000);
 
 afterAll(async () => {
@@ -128,12 +132,14 @@ describe("default model (int8 BGE-small-en-v1.5)", () => {
   it.each([true, false])(
     "itemIsolation=never, bucketing=%s: batched outputs stay within the measured int8 bound and in order",
     async (bucketing) => {
-      const r = await ModelRunner.create({
-        modelPath: files.modelPath,
-        tokenizerPath: files.tokenizerPath,
-        itemIsolation: "never",
-        bucketing,
-      });
+      const r = await ModelRunner.create(
+        modelSettings({
+          modelPath: files.modelPath,
+          tokenizerPath: files.tokenizerPath,
+          itemIsolation: "never",
+          bucketing,
+        }),
+      );
       try {
         const batched = await r.run(TEXTS);
         const singles: number[][] = [];
@@ -196,7 +202,8 @@ describe("default model (int8 BGE-small-en-v1.5)", () => {
       "Ελληνικά: ΟΔΟΣ Σ, naïve café résumé (e\u0301), 東京 and 中文; [SEP] marks, URLs like " +
       "https://example.com/a?b=c, numbers 3.14159 and unbelievably-hyphenated-words.\n\tNext line. ";
     const big = paragraph.repeat(Math.ceil(1_048_576 / paragraph.length));
-    const tokenizer = new TextTokenizer(json);
+    const { maxSequenceTokens, textPrefix } = defaultConfig().model;
+    const tokenizer = new TextTokenizer(json, { maxSequenceTokens, textPrefix });
     const started = performance.now();
     const count = tokenizer.countTokens(big);
     const boundedMs = performance.now() - started;

@@ -6,7 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BatchJob } from "../../src/batch/batch-job.js";
 import type { BatchManifest } from "../../src/batch/batch-manifest.js";
 import { PartFileSink } from "../../src/batch/part-file-sink.js";
-import { encodeRequest } from "../../src/contracts/request-codec.js";
+import { modelSettings } from "../../src/config/model-settings.js";
+import { encodeRequest, RequestDecoder } from "../../src/contracts/request-codec.js";
 import { decodeResult } from "../../src/contracts/result-codec.js";
 import { KafkaRangeSource } from "../../src/kafka/kafka-range-source.js";
 import { KafkaTopicSink, SHARD_HEADER } from "../../src/kafka/kafka-topic-sink.js";
@@ -25,6 +26,7 @@ import { createTinyModel, TINY_VOCAB } from "../support/tiny-onnx.js";
 let dir: string;
 let model: ModelRunner;
 let kafka: Kafka;
+const decoder = new RequestDecoder({ defaultCodec: "json", maxMessageBytes: 1 << 20 });
 const WORDS = TINY_VOCAB.slice(4);
 const text = (i: number) =>
   Array.from({ length: 1 + (i % 6) }, (_, j) => WORDS[(i + j) % WORDS.length]).join(" ");
@@ -32,11 +34,13 @@ const text = (i: number) =>
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "sluice-batch-kafka-"));
   const tiny = await createTinyModel(join(dir, "model"), { task: "embedding" });
-  model = await ModelRunner.create({
-    modelPath: tiny.modelPath,
-    tokenizerPath: tiny.tokenizerPath,
-    name: "tiny",
-  });
+  model = await ModelRunner.create(
+    modelSettings({
+      modelPath: tiny.modelPath,
+      tokenizerPath: tiny.tokenizerPath,
+      name: "tiny",
+    }),
+  );
   kafka = testKafka();
 });
 afterAll(async () => {
@@ -91,7 +95,7 @@ describe("batch mode over Kafka", () => {
     const out = join(dir, "from-topic");
     const job = () =>
       new BatchJob({
-        source: new KafkaRangeSource({ kafka, topic }),
+        source: new KafkaRangeSource({ kafka, decoder, topic }),
         sink: new PartFileSink({ dir: out, format: "jsonl" }),
         model,
         stateDir: out,
@@ -125,7 +129,7 @@ describe("batch mode over Kafka", () => {
     await produce(topic, ["x0", "x1", "x2"], "abort", 0);
     const out = join(dir, "aborted-only");
     const summary = await new BatchJob({
-      source: new KafkaRangeSource({ kafka, topic }),
+      source: new KafkaRangeSource({ kafka, decoder, topic }),
       sink: new PartFileSink({ dir: out, format: "jsonl" }),
       model,
       stateDir: out,
@@ -143,7 +147,7 @@ describe("batch mode over Kafka", () => {
     await produce(topic, ["r0", "r1", "r2", "r3", "r4", "r5"], "plain", 0);
     const out = join(dir, "range");
     await new BatchJob({
-      source: new KafkaRangeSource({ kafka, topic, from: "0:2", to: "0:5" }),
+      source: new KafkaRangeSource({ kafka, decoder, topic, from: "0:2", to: "0:5" }),
       sink: new PartFileSink({ dir: out, format: "jsonl" }),
       model,
       stateDir: out,
@@ -159,7 +163,7 @@ describe("batch mode over Kafka", () => {
     await produce(two, ["b0", "b1", "b2"], "plain", 1);
     const outTwo = join(dir, "range-two");
     await new BatchJob({
-      source: new KafkaRangeSource({ kafka, topic: two, from: "1:1" }),
+      source: new KafkaRangeSource({ kafka, decoder, topic: two, from: "1:1" }),
       sink: new PartFileSink({ dir: outTwo, format: "jsonl" }),
       model,
       stateDir: outTwo,
@@ -173,7 +177,7 @@ describe("batch mode over Kafka", () => {
     await produce(topic, ["r6", "r7"], "plain", 0);
     const outTs = join(dir, "range-ts");
     await new BatchJob({
-      source: new KafkaRangeSource({ kafka, topic, from: cut.toISOString() }),
+      source: new KafkaRangeSource({ kafka, decoder, topic, from: cut.toISOString() }),
       sink: new PartFileSink({ dir: outTs, format: "jsonl" }),
       model,
       stateDir: outTs,

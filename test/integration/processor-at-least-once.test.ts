@@ -4,6 +4,7 @@ import { join } from "node:path";
 import type { Kafka } from "kafkajs";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createStreamProcessor } from "../../src/app/stream-processor-factory.js";
+import { modelSettings } from "../../src/config/model-settings.js";
 import { SluiceEvents } from "../../src/events/sluice-events.js";
 import { createResultPublisher } from "../../src/kafka/result-publisher.js";
 import { ensureTopics } from "../../src/kafka/topic-admin.js";
@@ -36,11 +37,13 @@ describe("StreamProcessor at-least-once mode (real Kafka, tiny model)", () => {
     dir = await mkdtemp(join(tmpdir(), "sluice-alo-"));
     const tiny = await createTinyModel(dir, { task: "embedding" });
     modelEnv = tinyModelEnv(tiny);
-    model = await ModelRunner.create({
-      modelPath: tiny.modelPath,
-      tokenizerPath: tiny.tokenizerPath,
-      name: "tiny",
-    });
+    model = await ModelRunner.create(
+      modelSettings({
+        modelPath: tiny.modelPath,
+        tokenizerPath: tiny.tokenizerPath,
+        name: "tiny",
+      }),
+    );
   });
 
   afterEach(() => killLeftovers(procs));

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createStreamProcessor } from "../../src/app/stream-processor-factory.js";
+import { modelSettings } from "../../src/config/model-settings.js";
 import { RUN_ID_HEADER } from "../../src/contracts/lane.js";
 import { encodeRequest } from "../../src/contracts/request-codec.js";
 import { SluiceEvents } from "../../src/events/sluice-events.js";
@@ -36,13 +37,15 @@ describe("StreamProcessor lanes and fallback (real Kafka, tiny classifier)", () 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "sluice-lanes-"));
     const tiny = await createTinyModel(dir, { task: "classification" });
-    model = await ModelRunner.create({
-      modelPath: tiny.modelPath,
-      tokenizerPath: tiny.tokenizerPath,
-      task: "classification",
-      labels: tiny.labels,
-      name: "tiny-classifier",
-    });
+    model = await ModelRunner.create(
+      modelSettings({
+        modelPath: tiny.modelPath,
+        tokenizerPath: tiny.tokenizerPath,
+        task: "classification",
+        labels: tiny.labels,
+        name: "tiny-classifier",
+      }),
+    );
     rulesPath = join(dir, "rules.yaml");
     await writeFile(rulesPath, RULES);
   });

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createStreamProcessor } from "../../src/app/stream-processor-factory.js";
+import { modelSettings } from "../../src/config/model-settings.js";
 import { encodeRequest } from "../../src/contracts/request-codec.js";
 import { decodeResult } from "../../src/contracts/result-codec.js";
 import { SluiceEvents } from "../../src/events/sluice-events.js";
@@ -25,11 +26,13 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "sluice-proc-"));
     const tiny = await createTinyModel(dir, { task: "embedding" });
-    model = await ModelRunner.create({
-      modelPath: tiny.modelPath,
-      tokenizerPath: tiny.tokenizerPath,
-      name: "tiny",
-    });
+    model = await ModelRunner.create(
+      modelSettings({
+        modelPath: tiny.modelPath,
+        tokenizerPath: tiny.tokenizerPath,
+        name: "tiny",
+      }),
+    );
   });
 
   afterAll(async () => {

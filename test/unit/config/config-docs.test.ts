@@ -64,10 +64,12 @@ function isUnion(key: string): boolean {
 }
 const parentOf = (key: string) => key.slice(0, key.lastIndexOf("."));
 
-/** What the environment-variable column says: a key's variable, — for objects, or the union's variable. */
+/**
+ * What the environment-variable column says: a key's variable, — for objects. A union (`kafka.ssl`)
+ * has its own variable, and so has each key of its object form (`SLUICE_KAFKA__SSL__CA_PATH`).
+ */
 function documentedEnv(key: string): string {
   if (isUnion(key)) return `\`${envNameFor(key)}\``;
-  if (isUnion(parentOf(key))) return `(inside \`${envNameFor(parentOf(key))}\`)`;
   return isObject(key) ? "—" : `\`${envNameFor(key)}\``;
 }
 

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { defaultConfig } from "../../../src/config/config-schema.js";
 import {
   type ChangelogEntry,
   Deduplicator,
@@ -8,6 +9,11 @@ import {
 } from "../../../src/delivery/deduplicator.js";
 
 const HOUR = 3_600_000;
+/** The configuration's defaults: `delivery.dedupTtlMs`, and `delivery.dedupMaxEntries` as if one partition were assigned. */
+const DEFAULTS: DeduplicatorOptions = {
+  ttlMs: defaultConfig().delivery.dedupTtlMs,
+  maxEntries: defaultConfig().delivery.dedupMaxEntries,
+};
 
 /**
  * What any deduplicator must do, run against the live instance and against one rebuilt from the
@@ -69,7 +75,7 @@ for (const [name, make] of [
 ] as const) {
   describe(`Deduplicator conformance: ${name}`, () => {
     it("remembers ids and forgets unknown ones", () => {
-      const d = make({ ttlMs: HOUR });
+      const d = make({ ...DEFAULTS, ttlMs: HOUR });
       expect(d.seen("a", 0)).toBe(false);
       d.remember("a", 0);
       expect(d.seen("a", 1)).toBe(true);
@@ -78,14 +84,14 @@ for (const [name, make] of [
     });
 
     it("expires after ttlMs exactly", () => {
-      const d = make({ ttlMs: HOUR });
+      const d = make({ ...DEFAULTS, ttlMs: HOUR });
       d.remember("a", 1000);
       expect(d.seen("a", 1000 + HOUR - 1)).toBe(true);
       expect(d.seen("a", 1000 + HOUR)).toBe(false);
     });
 
     it("re-remembering extends the TTL", () => {
-      const d = make({ ttlMs: 100 });
+      const d = make({ ...DEFAULTS, ttlMs: 100 });
       d.remember("a", 0);
       d.remember("a", 80);
       expect(d.seen("a", 150)).toBe(true);
@@ -93,7 +99,7 @@ for (const [name, make] of [
     });
 
     it("evicts the oldest beyond maxEntries", () => {
-      const d = make({ ttlMs: HOUR, maxEntries: 3 });
+      const d = make({ ...DEFAULTS, ttlMs: HOUR, maxEntries: 3 });
       for (const id of ["a", "b", "c", "d"]) d.remember(id, 10);
       expect(d.seen("a", 11)).toBe(false);
       expect(["b", "c", "d"].map((id) => d.seen(id, 11))).toEqual([true, true, true]);
@@ -101,7 +107,7 @@ for (const [name, make] of [
     });
 
     it("a re-remembered id moves to the back of the eviction order", () => {
-      const d = make({ ttlMs: HOUR, maxEntries: 2 });
+      const d = make({ ...DEFAULTS, ttlMs: HOUR, maxEntries: 2 });
       d.remember("a", 0);
       d.remember("b", 0);
       d.remember("a", 1);
@@ -111,7 +117,7 @@ for (const [name, make] of [
     });
 
     it("evictExpired shrinks it", () => {
-      const d = make({ ttlMs: 100 });
+      const d = make({ ...DEFAULTS, ttlMs: 100 });
       d.remember("a", 0);
       d.remember("b", 50);
       d.evictExpired(120);
@@ -123,7 +129,7 @@ for (const [name, make] of [
 
 describe("Deduplicator changelog records", () => {
   it("remember returns the record to write: key id, value the decimal expiry", () => {
-    const d = new Deduplicator({ ttlMs: 500 });
+    const d = new Deduplicator({ ...DEFAULTS, ttlMs: 500 });
     const entry = d.remember("req-1", 1_750_000_000_000);
     expect(entry.key).toBe("req-1");
     expect(entry.value?.toString()).toBe("1750000000500");
@@ -131,7 +137,7 @@ describe("Deduplicator changelog records", () => {
   });
 
   it("size-bound evictions become pending tombstones, drained by evictExpired with the expired ones", () => {
-    const d = new Deduplicator({ ttlMs: 100, maxEntries: 2 });
+    const d = new Deduplicator({ ...DEFAULTS, ttlMs: 100, maxEntries: 2 });
     d.remember("a", 0);
     d.remember("b", 50);
     d.remember("c", 60); // evicts a
@@ -146,7 +152,7 @@ describe("Deduplicator changelog records", () => {
   });
 
   it("restore: later records win, tombstones delete, expired and malformed records are skipped", () => {
-    const d = new Deduplicator({ ttlMs: HOUR });
+    const d = new Deduplicator({ ...DEFAULTS, ttlMs: HOUR });
     d.remember("stale", 0); // replaced by restore
     const stats = d.restore(
       [
@@ -178,7 +184,7 @@ describe("Deduplicator changelog records", () => {
   });
 
   it("restore honours maxEntries, keeping the newest", () => {
-    const d = new Deduplicator({ ttlMs: HOUR, maxEntries: 2 });
+    const d = new Deduplicator({ ...DEFAULTS, ttlMs: HOUR, maxEntries: 2 });
     d.restore(
       ["a", "b", "c"].map((key) => ({ key, value: encodeExpiry(10_000) })),
       0,
@@ -195,13 +201,13 @@ describe("Deduplicator changelog records", () => {
   });
 
   it("validates options", () => {
-    expect(() => new Deduplicator({ ttlMs: 0 })).toThrow(/ttlMs/);
-    expect(() => new Deduplicator({ maxEntries: 0 })).toThrow(/maxEntries/);
-    expect(new Deduplicator().ttlMs).toBe(24 * HOUR);
+    expect(() => new Deduplicator({ ...DEFAULTS, ttlMs: 0 })).toThrow(/ttlMs/);
+    expect(() => new Deduplicator({ ...DEFAULTS, maxEntries: 0 })).toThrow(/maxEntries/);
+    expect(new Deduplicator(DEFAULTS).ttlMs).toBe(24 * HOUR);
   });
 
   it("holds its size bound over many operations and emits one tombstone per eviction", () => {
-    const d = new Deduplicator({ ttlMs: HOUR, maxEntries: 20_000 });
+    const d = new Deduplicator({ ...DEFAULTS, ttlMs: HOUR, maxEntries: 20_000 });
     let tombstones = 0;
     for (let i = 0; i < 60_000; i++) {
       if (!d.seen(`id-${i}`, i)) d.remember(`id-${i}`, i);
@@ -251,7 +257,7 @@ describe("Deduplicator restore queues tombstones for what it drops", () => {
   });
 
   it("queues no tombstone for an id whose later record is live or already a tombstone", () => {
-    const d = new Deduplicator({ ttlMs: HOUR, maxEntries: 10 });
+    const d = new Deduplicator({ ...DEFAULTS, ttlMs: HOUR, maxEntries: 10 });
     const stats = d.restore(
       [
         { key: "back", value: encodeExpiry(5) }, // expired, then remembered again
@@ -266,7 +272,7 @@ describe("Deduplicator restore queues tombstones for what it drops", () => {
   });
 
   it("an id remembered again before its tombstone went out keeps its new record", () => {
-    const d = new Deduplicator({ ttlMs: HOUR, maxTombstoneBytesPerCall: 1 });
+    const d = new Deduplicator({ ...DEFAULTS, ttlMs: HOUR, maxTombstoneBytesPerCall: 1 });
     d.restore(
       ["x", "y", "z"].map((key) => ({ key, value: encodeExpiry(5) })),
       10,
@@ -276,13 +282,13 @@ describe("Deduplicator restore queues tombstones for what it drops", () => {
     log.push(d.remember("y", 10)); // y comes back before its tombstone is written
     while (d.pendingTombstoneCount > 0) log.push(...d.evictExpired(10));
     expect(log.filter((e) => e.value === null).map((e) => e.key)).toEqual(["x", "z"]);
-    const rebuilt = new Deduplicator({ ttlMs: HOUR });
+    const rebuilt = new Deduplicator({ ...DEFAULTS, ttlMs: HOUR });
     rebuilt.restore(log, 10);
     expect(rebuilt.seen("y", 10)).toBe(true);
   });
 
   it("spreads a large backlog over calls: at most maxTombstoneBytesPerCall of keys, at least one", () => {
-    const d = new Deduplicator({ ttlMs: HOUR, maxTombstoneBytesPerCall: 100 });
+    const d = new Deduplicator({ ...DEFAULTS, ttlMs: HOUR, maxTombstoneBytesPerCall: 100 });
     const ids = [...Array.from({ length: 50 }, (_, i) => `k${String(i).padStart(8, "0")}`), "é".repeat(80)];
     d.restore(
       ids.map((key) => ({ key, value: encodeExpiry(1) })),
@@ -302,7 +308,7 @@ describe("Deduplicator restore queues tombstones for what it drops", () => {
   });
 
   it("the per-call cap also spreads expiries of a partition idle past the TTL", () => {
-    const d = new Deduplicator({ ttlMs: 100, maxTombstoneBytesPerCall: 1000 });
+    const d = new Deduplicator({ ...DEFAULTS, ttlMs: 100, maxTombstoneBytesPerCall: 1000 });
     for (let i = 0; i < 5000; i++) d.remember(`request-${String(i).padStart(6, "0")}`, 0); // 14-byte keys
     const first = d.evictExpired(1000);
     expect(first).toHaveLength(71);
@@ -313,14 +319,16 @@ describe("Deduplicator restore queues tombstones for what it drops", () => {
   });
 
   it("validates maxTombstoneBytesPerCall", () => {
-    expect(() => new Deduplicator({ maxTombstoneBytesPerCall: 0 })).toThrow(/maxTombstoneBytesPerCall/);
-    expect(new Deduplicator().maxTombstoneBytesPerCall).toBe(64 * 1024);
+    expect(() => new Deduplicator({ ...DEFAULTS, maxTombstoneBytesPerCall: 0 })).toThrow(
+      /maxTombstoneBytesPerCall/,
+    );
+    expect(new Deduplicator(DEFAULTS).maxTombstoneBytesPerCall).toBe(64 * 1024);
   });
 });
 
 describe("Deduplicator.setMaxEntries (a per-instance budget re-split on assignment)", () => {
   it("shrinking evicts the oldest ids at once and tombstones them; growing keeps new ids longer", () => {
-    const d = new Deduplicator({ ttlMs: HOUR, maxEntries: 10 });
+    const d = new Deduplicator({ ...DEFAULTS, ttlMs: HOUR, maxEntries: 10 });
     for (let i = 0; i < 10; i++) d.remember(`id-${i}`, i);
     d.setMaxEntries(4);
     expect(d.maxEntries).toBe(4);

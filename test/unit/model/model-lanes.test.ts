@@ -2,6 +2,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { modelSettings } from "../../../src/config/model-settings.js";
 import { sliceSubBatches } from "../../../src/model/batch-planner.js";
 import { ModelRunner } from "../../../src/model/model-runner.js";
 import { resolveWorkerCount } from "../../../src/model/worker-count.js";
@@ -13,14 +14,16 @@ let model: ModelRunner;
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "sluice-lanes-"));
   const files = await createTinyModel(dir, { task: "classification" });
-  model = await ModelRunner.create({
-    modelPath: files.modelPath,
-    tokenizerPath: files.tokenizerPath,
-    task: "classification",
-    labels: files.labels,
-    workers: 1,
-    backfillSliceRows: 1,
-  });
+  model = await ModelRunner.create(
+    modelSettings({
+      modelPath: files.modelPath,
+      tokenizerPath: files.tokenizerPath,
+      task: "classification",
+      labels: files.labels,
+      workers: 1,
+      backfillSliceRows: 1,
+    }),
+  );
 });
 
 afterAll(async () => {

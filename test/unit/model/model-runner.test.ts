@@ -3,6 +3,7 @@ import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type ModelSettingsInput, modelSettings } from "../../../src/config/model-settings.js";
 import type { ItemOutcome } from "../../../src/model/model-port.js";
 import { ModelRunner } from "../../../src/model/model-runner.js";
 import { isSluiceError } from "../../../src/sluice-error.js";
@@ -51,18 +52,23 @@ beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "sluice-model-"));
   classifierFiles = await createTinyModel(join(dir, "cls"), { task: "classification" });
   embeddingFiles = await createTinyModel(join(dir, "emb"), { task: "embedding" });
-  classifier = await ModelRunner.create({
-    modelPath: classifierFiles.modelPath,
-    tokenizerPath: classifierFiles.tokenizerPath,
-    task: "classification",
-    labels: classifierFiles.labels,
-  });
-  meanEmbedder = await ModelRunner.create({
-    modelPath: embeddingFiles.modelPath,
-    tokenizerPath: embeddingFiles.tokenizerPath,
-    task: "embedding",
-    pooling: "mean",
-  });
+  classifier = await ModelRunner.create(
+    modelSettings({
+      modelPath: classifierFiles.modelPath,
+      tokenizerPath: classifierFiles.tokenizerPath,
+      task: "classification",
+      labels: classifierFiles.labels,
+    }),
+  );
+  meanEmbedder = await ModelRunner.create(
+    modelSettings({
+      modelPath: embeddingFiles.modelPath,
+      tokenizerPath: embeddingFiles.tokenizerPath,
+      task: "embedding",
+      pooling: "mean",
+      name: "tiny-embedding",
+    }),
+  );
 });
 
 afterAll(async () => {
@@ -70,12 +76,14 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-async function runner(options: Partial<Parameters<typeof ModelRunner.create>[0]>): Promise<ModelRunner> {
-  const r = await ModelRunner.create({
-    modelPath: embeddingFiles.modelPath,
-    tokenizerPath: embeddingFiles.tokenizerPath,
-    ...options,
-  });
+async function runner(options: Partial<ModelSettingsInput>): Promise<ModelRunner> {
+  const r = await ModelRunner.create(
+    modelSettings({
+      modelPath: embeddingFiles.modelPath,
+      tokenizerPath: embeddingFiles.tokenizerPath,
+      ...options,
+    }),
+  );
   extra.push(r);
   return r;
 }
@@ -220,12 +228,14 @@ describe("ModelRunner on tiny generated models", () => {
     const { outcomes } = await plain.run(["good"]);
     expect(Object.keys(ok(outcomes[0]).output.scores!)).toEqual(["LABEL_0", "LABEL_1", "LABEL_2"]);
     await expect(
-      ModelRunner.create({
-        modelPath: classifierFiles.modelPath,
-        tokenizerPath: classifierFiles.tokenizerPath,
-        task: "classification",
-        labels: ["a", "b"],
-      }),
+      ModelRunner.create(
+        modelSettings({
+          modelPath: classifierFiles.modelPath,
+          tokenizerPath: classifierFiles.tokenizerPath,
+          task: "classification",
+          labels: ["a", "b"],
+        }),
+      ),
     ).rejects.toMatchObject({ code: "CONFIG_INVALID" });
   });
 
@@ -239,12 +249,12 @@ describe("ModelRunner on tiny generated models", () => {
       tokenizerPath: renamed.tokenizerPath,
       pooling: "mean" as const,
     };
-    const error = await ModelRunner.create(base).catch((e: unknown) => e);
+    const error = await ModelRunner.create(modelSettings(base)).catch((e: unknown) => e);
     expect(isSluiceError(error, "CONFIG_INVALID")).toBe(true);
     expect(String((error as Error).message)).toContain("ids, mask, segments");
     const r = await runner({
       ...base,
-      inputNames: { inputIds: "ids", attentionMask: "mask", tokenTypeIds: "segments" },
+      inputNames: { input_ids: "ids", attention_mask: "mask", token_type_ids: "segments" },
     });
     expect(r.description.feeds).toEqual({ inputIds: "ids", attentionMask: "mask", tokenTypeIds: "segments" });
     const [a, b] = await Promise.all([r.run(TEXTS), meanEmbedder.run(TEXTS)]);
@@ -279,27 +289,27 @@ describe("ModelRunner on tiny generated models", () => {
 
   it("rejects invalid options and missing files with clear codes", async () => {
     const base = { modelPath: embeddingFiles.modelPath, tokenizerPath: embeddingFiles.tokenizerPath };
-    await expect(ModelRunner.create({ ...base, workers: 0 })).rejects.toMatchObject({
+    await expect(runner({ ...base, workers: 0 })).rejects.toMatchObject({
       code: "CONFIG_INVALID",
     });
-    await expect(ModelRunner.create({ ...base, pooling: "max" as never })).rejects.toMatchObject({
+    await expect(runner({ ...base, pooling: "max" as never })).rejects.toMatchObject({
       code: "CONFIG_INVALID",
     });
-    await expect(ModelRunner.create({ ...base, modelPath: join(dir, "missing.onnx") })).rejects.toMatchObject(
-      {
-        code: "MODEL_NOT_FOUND",
-      },
-    );
-    await expect(
-      ModelRunner.create({ ...base, modelPath: embeddingFiles.tokenizerPath }),
-    ).rejects.toMatchObject({ code: "MODEL_LOAD_FAILED" });
+    await expect(runner({ ...base, modelPath: join(dir, "missing.onnx") })).rejects.toMatchObject({
+      code: "MODEL_NOT_FOUND",
+    });
+    await expect(runner({ ...base, modelPath: embeddingFiles.tokenizerPath })).rejects.toMatchObject({
+      code: "MODEL_LOAD_FAILED",
+    });
   });
 
   it("close is idempotent and later runs fail clearly", async () => {
-    const r = await ModelRunner.create({
-      modelPath: embeddingFiles.modelPath,
-      tokenizerPath: embeddingFiles.tokenizerPath,
-    });
+    const r = await ModelRunner.create(
+      modelSettings({
+        modelPath: embeddingFiles.modelPath,
+        tokenizerPath: embeddingFiles.tokenizerPath,
+      }),
+    );
     await Promise.all([r.close(), r.close()]);
     await expect(r.run(["the cat"])).rejects.toMatchObject({ code: "INTERNAL" });
     expect((await r.run([""])).outcomes[0]).toMatchObject({ ok: false, code: "EMPTY_TEXT" });

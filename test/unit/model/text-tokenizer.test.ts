@@ -1,11 +1,16 @@
 import { Tokenizer } from "@huggingface/tokenizers";
 import { describe, expect, it } from "vitest";
+import { defaultConfig } from "../../../src/config/config-schema.js";
 import { prefixCutIsExact, TextTokenizer } from "../../../src/model/text-tokenizer.js";
 import { tinyTokenIds, tinyTokenizerJson } from "../../support/tiny-onnx.js";
 
+/** The configuration's defaults (`model.maxSequenceTokens`, `model.textPrefix`). */
+const { maxSequenceTokens, textPrefix } = defaultConfig().model;
+const CONFIGURED = { maxSequenceTokens, textPrefix };
+
 describe("TextTokenizer", () => {
   it("encodes with the tokenizer.json's template ([CLS] … [SEP])", () => {
-    const t = new TextTokenizer(tinyTokenizerJson());
+    const t = new TextTokenizer(tinyTokenizerJson(), CONFIGURED);
     const r = t.tokenize("The cat sat, zebra!");
     expect(r).toEqual({
       ok: true,
@@ -15,20 +20,24 @@ describe("TextTokenizer", () => {
   });
 
   it("truncates keeping the trailing special token, and applies the text prefix", () => {
-    const t = new TextTokenizer(tinyTokenizerJson(), { maxSequenceTokens: 4, textPrefix: "good " });
+    const t = new TextTokenizer(tinyTokenizerJson(), {
+      ...CONFIGURED,
+      maxSequenceTokens: 4,
+      textPrefix: "good ",
+    });
     const r = t.tokenize("the cat sat");
     expect(r).toEqual({ ok: true, ids: Int32Array.of(2, 10, 4, 3), truncated: true });
     expect(t.countTokens("the cat sat")).toBe(4);
   });
 
   it("refuses a maxSequenceTokens that leaves no room for text", () => {
-    expect(() => new TextTokenizer(tinyTokenizerJson(), { maxSequenceTokens: 2 })).toThrow(
+    expect(() => new TextTokenizer(tinyTokenizerJson(), { ...CONFIGURED, maxSequenceTokens: 2 })).toThrow(
       /maxSequenceTokens/,
     );
   });
 
   it("classifies bad items", () => {
-    const t = new TextTokenizer(tinyTokenizerJson());
+    const t = new TextTokenizer(tinyTokenizerJson(), CONFIGURED);
     expect(t.tokenize(undefined)).toMatchObject({ ok: false, code: "INVALID_TEXT" });
     expect(t.tokenize(["a"])).toMatchObject({
       ok: false,
@@ -42,7 +51,7 @@ describe("TextTokenizer", () => {
   });
 
   it("a text counted first is served from the cache once, then encoded afresh", () => {
-    const t = new TextTokenizer(tinyTokenizerJson(), { cacheEntries: 2 });
+    const t = new TextTokenizer(tinyTokenizerJson(), { ...CONFIGURED, cacheEntries: 2 });
     t.countTokens("the cat");
     const first = t.tokenize("the cat");
     const second = t.tokenize("the cat");
@@ -103,7 +112,11 @@ describe("TextTokenizer on long texts (encodes a bounded prefix)", () => {
   const big = "The cat sat on the mat, and the dog sat too! ".repeat(23_000); // ~1 MB
 
   it("counts a 1 MB text from a prefix, with ids equal to the first ones of the whole encoding", () => {
-    const t = new TextTokenizer(tinyTokenizerJson(), { maxSequenceTokens: 256, cacheEntries: 0 });
+    const t = new TextTokenizer(tinyTokenizerJson(), {
+      ...CONFIGURED,
+      maxSequenceTokens: 256,
+      cacheEntries: 0,
+    });
     expect(big.length).toBeGreaterThan(1_000_000);
     const started = performance.now();
     const count = t.countTokens(big);
@@ -123,7 +136,11 @@ describe("TextTokenizer on long texts (encodes a bounded prefix)", () => {
 
   it("keeps `truncated` exact when the window holds too few tokens (grows, at worst encodes all)", () => {
     // maxSequenceTokens 4 → window 64 chars; the words after the long run of blanks decide.
-    const t = new TextTokenizer(tinyTokenizerJson(), { maxSequenceTokens: 4, cacheEntries: 0 });
+    const t = new TextTokenizer(tinyTokenizerJson(), {
+      ...CONFIGURED,
+      maxSequenceTokens: 4,
+      cacheEntries: 0,
+    });
     const blanks = " \t\n".repeat(400);
     expect(t.tokenize(`cat${blanks}sat`)).toEqual({
       ok: true,
@@ -147,7 +164,11 @@ describe("TextTokenizer on long texts (encodes a bounded prefix)", () => {
   it("never cuts inside a word or an added token at the window's edge", () => {
     // maxSequenceTokens 3 → window 48 chars, which ends inside "[SEP]": cut there, "[S" would give
     // "[", "s" (two tokens, enough to decide) and keep "[" instead of the literal [SEP].
-    const t = new TextTokenizer(tinyTokenizerJson(), { maxSequenceTokens: 3, cacheEntries: 0 });
+    const t = new TextTokenizer(tinyTokenizerJson(), {
+      ...CONFIGURED,
+      maxSequenceTokens: 3,
+      cacheEntries: 0,
+    });
     const text = `${" ".repeat(46)}[SEP] cat`;
     expect(t.tokenize(text)).toEqual({ ok: true, ids: Int32Array.of(2, 3, 3), truncated: true });
     expect(t.tokenize(`${" ".repeat(46)}zebra cat`)).toEqual({
@@ -164,7 +185,7 @@ describe("TextTokenizer on long texts (encodes a bounded prefix)", () => {
     let decidedByPrefix = 0;
     for (let round = 0; round < 400; round++) {
       const max = 3 + Math.floor(rnd() * 12);
-      const t = new TextTokenizer(json, { maxSequenceTokens: max, cacheEntries: 0 });
+      const t = new TextTokenizer(json, { ...CONFIGURED, maxSequenceTokens: max, cacheEntries: 0 });
       const text = randomText(rnd, Math.floor(rnd() * max * 60), rnd());
       const got = t.tokenize(text);
       const want = wholeTextReference(json, text, max);
@@ -179,7 +200,7 @@ describe("TextTokenizer on long texts (encodes a bounded prefix)", () => {
   });
 
   it("bounds the count cache: oldest entries go, long texts are keyed by a hash", () => {
-    const t = new TextTokenizer(tinyTokenizerJson(), { cacheEntries: 16 });
+    const t = new TextTokenizer(tinyTokenizerJson(), { ...CONFIGURED, cacheEntries: 16 });
     for (let i = 0; i < 1000; i++) t.countTokens(`the cat ${i} ${"x".repeat(i)}`);
     expect(t.cacheSize).toBe(16);
     t.countTokens(big);

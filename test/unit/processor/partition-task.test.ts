@@ -27,10 +27,12 @@ describe("PartitionTask", () => {
   it("checks its transitions and bumps the generation on each", () => {
     const t = new PartitionTask({ topic: "t", partition: 1 }, "cl");
     expect(t.state).toBe("restoring");
-    expect(() => t.start(new Deduplicator(), "0")).toThrow(/without a committer/);
+    expect(() => t.start(new Deduplicator({ ttlMs: 3_600_000, maxEntries: 1000 }), "0")).toThrow(
+      /without a committer/,
+    );
     t.installCommitter(committer());
     const g0 = t.generation;
-    t.start(new Deduplicator(), "5");
+    t.start(new Deduplicator({ ttlMs: 3_600_000, maxEntries: 1000 }), "5");
     expect(t.state).toBe("running");
     expect(t.generation).toBe(g0 + 1);
     expect(t.isCurrent(t.generation)).toBe(true);
@@ -46,7 +48,7 @@ describe("PartitionTask", () => {
     const t = new PartitionTask({ topic: "t", partition: 0 }, "cl");
     const c = committer();
     t.installCommitter(c);
-    t.start(new Deduplicator(), "10");
+    t.start(new Deduplicator({ ttlMs: 3_600_000, maxEntries: 1000 }), "10");
     // A fetch from before our seek (it starts above the restored offset): re-seek, up to 3 times.
     expect(t.accept([rec(12)], "12")).toEqual({ kind: "reseek", offset: "10" });
     expect(t.accept([rec(10), rec(11)], "10")).toMatchObject({
@@ -71,7 +73,7 @@ describe("PartitionTask", () => {
       const t = new PartitionTask({ topic: "t", partition }, "cl");
       const c = committer();
       t.installCommitter(c);
-      if (running) t.start(new Deduplicator(), "0");
+      if (running) t.start(new Deduplicator({ ttlMs: 3_600_000, maxEntries: 1000 }), "0");
       return { t, c };
     };
     const running = task(0, true);

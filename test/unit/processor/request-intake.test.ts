@@ -18,7 +18,7 @@ const committer: TaskCommitter = {
 function runningTask(topic: string, lane: "online" | "backfill"): PartitionTask {
   const t = new PartitionTask({ topic, partition: 0 }, "cl", lane);
   t.installCommitter(committer);
-  t.start(new Deduplicator(), "0");
+  t.start(new Deduplicator({ ttlMs: 3_600_000, maxEntries: 1000 }), "0");
   return t;
 }
 

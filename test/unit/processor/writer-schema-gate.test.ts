@@ -16,7 +16,7 @@ const committer: TaskCommitter = {
 function runningTask(): PartitionTask {
   const t = new PartitionTask({ topic: "t", partition: 0 }, "cl");
   t.installCommitter(committer);
-  t.start(new Deduplicator(), "0");
+  t.start(new Deduplicator({ ttlMs: 3_600_000, maxEntries: 1000 }), "0");
   return t;
 }
 
@@ -93,7 +93,7 @@ describe("WriterSchemaGate", () => {
       await vi.advanceTimersByTimeAsync(0);
       t.reset();
       t.installCommitter(committer);
-      t.start(new Deduplicator(), "0");
+      t.start(new Deduplicator({ ttlMs: 3_600_000, maxEntries: 1000 }), "0");
       await vi.advanceTimersByTimeAsync(100);
       // The retry still loaded the schema (cached for everyone) but resumed nothing of the old generation.
       expect(attempts()).toBe(2);
