@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import type { Kafka } from "kafkajs";
 import { SluiceError } from "../sluice-error.js";
 import { withAdmin } from "./admin-session.js";
-import { kafkaFailure } from "./kafka-failure.js";
+import { errorChain, kafkaFailure } from "./kafka-failure.js";
 
 export interface TopicLayout {
   /** Request topics (created with `partitions` if missing; existing ones keep their count). */
@@ -123,28 +123,50 @@ async function createIgnoringExisting(
   admin: ReturnType<Kafka["admin"]>,
   topics: Parameters<ReturnType<Kafka["admin"]>["createTopics"]>[0]["topics"],
 ): Promise<void> {
-  try {
-    await admin.createTopics({ topics, waitForLeaders: true });
-  } catch (error) {
-    // Another instance may have created them at the same time.
-    const type = (error as { type?: string }).type;
-    const nested = (error as { errors?: { type?: string }[] }).errors ?? [];
-    if (type === "TOPIC_ALREADY_EXISTS" || nested.every((e) => e.type === "TOPIC_ALREADY_EXISTS")) {
-      if (nested.length > 0 || type === "TOPIC_ALREADY_EXISTS") return;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await admin.createTopics({ topics, waitForLeaders: true });
+      return;
+    } catch (error) {
+      // Another instance may have created them at the same time.
+      const type = (error as { type?: string }).type;
+      const nested = (error as { errors?: { type?: string }[] }).errors ?? [];
+      if (type === "TOPIC_ALREADY_EXISTS" || nested.every((e) => e.type === "TOPIC_ALREADY_EXISTS")) {
+        if (nested.length > 0 || type === "TOPIC_ALREADY_EXISTS") return;
+      }
+      // A busy broker can answer the leader wait before the new partitions have leaders
+      // (UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE): transient, and creating again is safe.
+      const pending = errorChain(error).some((e) =>
+        LEADERS_PENDING.has(String((e as { type?: unknown }).type)),
+      );
+      if (attempt < CREATE_ATTEMPTS && pending) {
+        await new Promise((r) => setTimeout(r, 250 * attempt));
+        continue;
+      }
+      throw createFailure(
+        error,
+        topics.map((t) => t.topic),
+      );
     }
-    // A topic the principal may not DESCRIBE looks missing, so a denied CREATE can also mean that.
-    const names = topics.map((t) => t.topic);
-    const denied = kafkaFailure(error, {
-      doing: `creating topics ${names.join(", ")}, which look missing (if they exist, this user may not DESCRIBE them: READ or WRITE on a topic grants DESCRIBE)`,
-      access: [
-        { operation: "CREATE", resourceType: "TOPIC", names },
-        { operation: "CREATE", resourceType: "CLUSTER", names: ["kafka-cluster"] },
-      ],
-    });
-    if (denied) throw denied;
-    throw new SluiceError("BROKER_UNAVAILABLE", `creating topics failed: ${(error as Error).message}`, {
-      retriable: true,
-      cause: error,
-    });
   }
+}
+
+/** Tries of a topic creation whose leader wait ended before the leaders were known. */
+const CREATE_ATTEMPTS = 5;
+const LEADERS_PENDING = new Set(["UNKNOWN_TOPIC_OR_PARTITION", "LEADER_NOT_AVAILABLE"]);
+
+function createFailure(error: unknown, names: string[]): SluiceError {
+  // A topic the principal may not DESCRIBE looks missing, so a denied CREATE can also mean that.
+  const denied = kafkaFailure(error, {
+    doing: `creating topics ${names.join(", ")}, which look missing (if they exist, this user may not DESCRIBE them: READ or WRITE on a topic grants DESCRIBE)`,
+    access: [
+      { operation: "CREATE", resourceType: "TOPIC", names },
+      { operation: "CREATE", resourceType: "CLUSTER", names: ["kafka-cluster"] },
+    ],
+  });
+  if (denied) return denied;
+  return new SluiceError("BROKER_UNAVAILABLE", `creating topics failed: ${(error as Error).message}`, {
+    retriable: true,
+    cause: error,
+  });
 }

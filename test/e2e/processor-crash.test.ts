@@ -58,7 +58,12 @@ describe("sluice serve survives SIGKILL without loss or duplicates", () => {
     await produceMessages(topic, messages, { chunkSize: 500 });
     const total = messages.length;
 
-    const env = serveEnv(base, { SLUICE_DELIVERY__COMMIT_INTERVAL_MS: "100" });
+    // Deadlines are not what this test is about: on a slow machine (2 cores, the real model) the
+    // backlog can outlive the 30 s default deadline and answer some requests `expired`.
+    const env = serveEnv(base, {
+      SLUICE_DELIVERY__COMMIT_INTERVAL_MS: "100",
+      SLUICE_DELIVERY__DEFAULT_TIMEOUT_MS: "600000",
+    });
     const first = startServe([], env);
     procs.push(first);
     await first.waitFor(/sluice serve running/, 60_000);
