@@ -4,6 +4,17 @@
  * Run `npx depcruise src bench test --config .dependency-cruiser.cjs --output-type err-long` for the
  * reasoning behind each violation.
  */
+/** A rule named `name`: the room `src/<room>` imports nothing of ours but its own folder and the `allowed` rooms. */
+function importsOnly(name, room, allowed, comment) {
+  return {
+    name,
+    severity: "error",
+    comment,
+    from: { path: `^src/${room}/` },
+    to: { path: "^src/", pathNot: `^src/(${[room, ...allowed].join("|")})/` },
+  };
+}
+
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
   forbidden: [
@@ -33,33 +44,27 @@ module.exports = {
       from: { pathNot: ["^src/cli/", "^test/unit/cli/"] },
       to: { path: "^src/cli/" },
     },
-    {
-      name: "contracts-stand-alone",
-      severity: "error",
-      comment:
-        "src/contracts (wire types and codecs) imports nothing of ours outside its own folder (npm packages are fine): " +
+    importsOnly(
+      "contracts-stand-alone",
+      "contracts",
+      [],
+      "src/contracts (wire types and codecs) imports nothing of ours outside its own folder (npm packages are fine): " +
         "every room may depend on it, so it depends on none.",
-      from: { path: "^src/contracts/" },
-      to: { path: "^src/", pathNot: "^src/contracts/" },
-    },
-    {
-      name: "microbatch-sees-only-contracts",
-      severity: "error",
-      comment:
-        "src/microbatch (the micro-batcher: the lane policy, LaneBatcher, clock) is pure batching logic; it may use " +
+    ),
+    importsOnly(
+      "microbatch-sees-only-contracts",
+      "microbatch",
+      ["contracts"],
+      "src/microbatch (the micro-batcher: the lane policy, LaneBatcher, clock) is pure batching logic; it may use " +
         "the contracts' types (Lane) and nothing else of ours.",
-      from: { path: "^src/microbatch/" },
-      to: { path: "^src/", pathNot: "^src/(microbatch|contracts)/" },
-    },
-    {
-      name: "events-are-a-contract",
-      severity: "error",
-      comment:
-        "src/events (the typed event bus and its payloads) is imported by the stages that emit and by observability " +
+    ),
+    importsOnly(
+      "events-are-a-contract",
+      "events",
+      ["contracts", "microbatch"],
+      "src/events (the typed event bus and its payloads) is imported by the stages that emit and by observability " +
         "that listens, so it may import only contracts and the micro-batcher's types.",
-      from: { path: "^src/events/" },
-      to: { path: "^src/", pathNot: "^src/(events|contracts|microbatch)/" },
-    },
+    ),
     {
       name: "transport-free-domain",
       severity: "error",

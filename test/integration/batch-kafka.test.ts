@@ -80,6 +80,10 @@ async function readTopicIds(topic: string): Promise<{ id: string; shard: string 
   }));
 }
 
+/** The topic sink as `sluice batch` builds it with the default delivery settings. */
+const topicSink = (topic: string) =>
+  new KafkaTopicSink({ kafka, topic, transactionTimeoutMs: 60_000, maxTransactionBytes: 524_288 });
+
 describe("batch mode over Kafka", () => {
   it("a topic range that includes aborted transactions outputs only committed records, in partition order", async () => {
     const topic = uniqueName("batch-in");
@@ -199,12 +203,7 @@ describe("batch mode over Kafka", () => {
     const job = () =>
       new BatchJob({
         source: defaultFileSource(input),
-        sink: new KafkaTopicSink({
-          kafka,
-          topic: output,
-          transactionTimeoutMs: 60_000,
-          maxTransactionBytes: 524_288,
-        }),
+        sink: topicSink(output),
         model,
         stateDir: state,
         ...defaultJobOptions,
@@ -258,12 +257,7 @@ describe("batch mode over Kafka", () => {
     const state = join(dir, "too-large-state");
     const summary = await new BatchJob({
       source: defaultFileSource(input),
-      sink: new KafkaTopicSink({
-        kafka,
-        topic: output,
-        transactionTimeoutMs: 60_000,
-        maxTransactionBytes: 524_288,
-      }),
+      sink: topicSink(output),
       model,
       stateDir: state,
       ...defaultJobOptions,

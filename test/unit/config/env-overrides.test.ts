@@ -3,6 +3,16 @@ import { loadConfig } from "../../../src/config/config-loader.js";
 import { envNameFor, readEnvOverrides } from "../../../src/config/env-overrides.js";
 import { isSluiceError } from "../../../src/sluice-error.js";
 
+/** The error a call of readEnvOverrides throws (the test fails when it throws none). */
+function overrideError(call: () => unknown): Error {
+  try {
+    call();
+  } catch (error) {
+    return error as Error;
+  }
+  throw new Error("expected readEnvOverrides to throw");
+}
+
 describe("readEnvOverrides", () => {
   it("maps SLUICE_SECTION__KEY to section.key with schema-typed values", () => {
     const { values, sources } = readEnvOverrides({
@@ -40,14 +50,10 @@ describe("readEnvOverrides", () => {
   });
 
   it("an unknown key is an error naming the variable and the allowed keys", () => {
-    try {
-      readEnvOverrides({ SLUICE_BATCHING__MAX_BATCH: "1" });
-      expect.unreachable();
-    } catch (error) {
-      expect(isSluiceError(error, "CONFIG_INVALID")).toBe(true);
-      expect((error as Error).message).toContain("SLUICE_BATCHING__MAX_BATCH");
-      expect((error as Error).message).toContain("MAX_BATCH_SIZE");
-    }
+    const error = overrideError(() => readEnvOverrides({ SLUICE_BATCHING__MAX_BATCH: "1" }));
+    expect(isSluiceError(error, "CONFIG_INVALID")).toBe(true);
+    expect((error as Error).message).toContain("SLUICE_BATCHING__MAX_BATCH");
+    expect((error as Error).message).toContain("MAX_BATCH_SIZE");
   });
 
   it("reaches the keys of a union's object form: SLUICE_KAFKA__SSL__CA_PATH sets kafka.ssl.caPath", () => {
@@ -73,15 +79,13 @@ describe("readEnvOverrides", () => {
         SLUICE_KAFKA__SSL__CA_PATH: "/new.pem",
       }).values,
     ).toEqual({ kafka: { ssl: { caPath: "/new.pem", servername: "kafka.internal" } } });
-    try {
-      readEnvOverrides({ SLUICE_KAFKA__SSL: "false", SLUICE_KAFKA__SSL__CA_PATH: "/ca.pem" });
-      expect.unreachable();
-    } catch (error) {
-      expect(isSluiceError(error, "CONFIG_INVALID")).toBe(true);
-      expect((error as Error).message).toContain(
-        "environment variable SLUICE_KAFKA__SSL sets kafka.ssl to false, and SLUICE_KAFKA__SSL__CA_PATH sets kafka.ssl.caPath inside it; unset one of them",
-      );
-    }
+    const error = overrideError(() =>
+      readEnvOverrides({ SLUICE_KAFKA__SSL: "false", SLUICE_KAFKA__SSL__CA_PATH: "/ca.pem" }),
+    );
+    expect(isSluiceError(error, "CONFIG_INVALID")).toBe(true);
+    expect((error as Error).message).toContain(
+      "environment variable SLUICE_KAFKA__SSL sets kafka.ssl to false, and SLUICE_KAFKA__SSL__CA_PATH sets kafka.ssl.caPath inside it; unset one of them",
+    );
   });
 
   it("a bad value under a union is reported at its key, with its variable", () => {
@@ -106,17 +110,13 @@ describe("readEnvOverrides", () => {
   });
 
   it("a bad sub-key of a union names the keys of its object form and the JSON form", () => {
-    try {
-      readEnvOverrides({ SLUICE_KAFKA__SSL__CA_FILE: "/ca.pem" });
-      expect.unreachable();
-    } catch (error) {
-      expect(isSluiceError(error, "CONFIG_INVALID")).toBe(true);
-      expect((error as Error).message).toBe(
-        "environment variable SLUICE_KAFKA__SSL__CA_FILE: unknown key CA_FILE under kafka.ssl; allowed: " +
-          "CA_PATH, CERT_PATH, KEY_PATH, KEY_PASSWORD_FILE, SERVERNAME, REJECT_UNAUTHORIZED " +
-          "(the keys of kafka.ssl's object form; SLUICE_KAFKA__SSL also takes that object as JSON)",
-      );
-    }
+    const error = overrideError(() => readEnvOverrides({ SLUICE_KAFKA__SSL__CA_FILE: "/ca.pem" }));
+    expect(isSluiceError(error, "CONFIG_INVALID")).toBe(true);
+    expect((error as Error).message).toBe(
+      "environment variable SLUICE_KAFKA__SSL__CA_FILE: unknown key CA_FILE under kafka.ssl; allowed: " +
+        "CA_PATH, CERT_PATH, KEY_PATH, KEY_PASSWORD_FILE, SERVERNAME, REJECT_UNAUTHORIZED " +
+        "(the keys of kafka.ssl's object form; SLUICE_KAFKA__SSL also takes that object as JSON)",
+    );
     expect(() => readEnvOverrides({ SLUICE_MODEL__WORKERS__MAX: "2" })).toThrow(
       "unknown key MAX under model.workers; allowed: (no sub-keys)",
     );
