@@ -1,5 +1,9 @@
 import type { KafkaConfig } from "kafkajs";
-import { decodeHeartbeat, type FreshnessHeartbeat } from "../contracts/freshness-heartbeat.js";
+import {
+  DEFAULT_FRESHNESS_TOPIC,
+  decodeHeartbeat,
+  type FreshnessHeartbeat,
+} from "../contracts/freshness-heartbeat.js";
 import { createKafkaFromClientConfig } from "../kafka/kafka-client.js";
 import { type KafkaAccess, kafkaFailure } from "../kafka/kafka-failure.js";
 import { type RangeReader, scanPartitionRanges } from "../kafka/partition-range-scan.js";
@@ -10,7 +14,6 @@ export type { FreshnessHeartbeat } from "../contracts/freshness-heartbeat.js";
 /** Group-id prefix of the throwaway groups that read heartbeats (needs a PREFIXED READ ACL). */
 const FRESHNESS_READER_GROUP_PREFIX = "sluice-freshness-reader-";
 /** The freshness topic when none is named (Sluice config `topics.freshness` has the same default). */
-const FRESHNESS_TOPIC = "sluice.freshness";
 /** Heartbeats emitted this long before now are read when `lookbackMs` is not given, ms. */
 const LOOKBACK_MS = 300_000;
 /** How long a read may take when `timeoutMs` is not given, ms. */
@@ -46,7 +49,7 @@ export interface ReadFreshnessOptions {
  * ```
  */
 export async function readFreshness(opts: ReadFreshnessOptions): Promise<FreshnessHeartbeat[]> {
-  const { topic = FRESHNESS_TOPIC, lookbackMs = LOOKBACK_MS, timeoutMs = READ_TIMEOUT_MS } = opts;
+  const { topic = DEFAULT_FRESHNESS_TOPIC, lookbackMs = LOOKBACK_MS, timeoutMs = READ_TIMEOUT_MS } = opts;
   if (opts.brokers.length === 0)
     throw new SluiceError("CONFIG_INVALID", "readFreshness needs at least one broker");
   if (!(lookbackMs > 0) || !(timeoutMs > 0)) {

@@ -1,5 +1,6 @@
 import { hostname } from "node:os";
 import { z } from "zod";
+import { DEFAULT_FRESHNESS_TOPIC } from "../contracts/freshness-heartbeat.js";
 import { positiveInt, topicName } from "./config-fields.js";
 import { kafkaSchema } from "./kafka-config-schema.js";
 import { schemaRegistrySchema } from "./schema-registry-config-schema.js";
@@ -38,7 +39,7 @@ export const topicsSchema = z
       .describe(
         "Base name of the compacted dedup changelogs, one per group and request topic: <base>.<groupId>.<topic>.",
       ),
-    freshness: topicName().default("sluice.freshness").describe("Topic for freshness heartbeats."),
+    freshness: topicName().default(DEFAULT_FRESHNESS_TOPIC).describe("Topic for freshness heartbeats."),
     runs: topicName()
       .default("sluice.runs")
       .describe(

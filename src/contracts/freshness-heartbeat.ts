@@ -20,6 +20,9 @@ export interface FreshnessHeartbeat {
   completeUpToMs: number | null;
 }
 
+/** The freshness topic when `topics.freshness` is not set (the config default and `readFreshness`'s). */
+export const DEFAULT_FRESHNESS_TOPIC = "sluice.freshness";
+
 export const HEARTBEAT_CONTENT_TYPE = "application/avro";
 
 export function encodeHeartbeat(hb: FreshnessHeartbeat): Buffer {
