@@ -144,7 +144,7 @@ export const deliverySchema = z
     maxTransactionBytes: positiveInt()
       .default(524_288)
       .describe(
-        "Most output bytes (key + value + headers) per transaction; dead-letter values are cut to fit, bytes.",
+        "Most output bytes (key + value + headers) per serve transaction and per send of every writer (at most 512 KiB); dead-letter values are cut to fit, bytes.",
       ),
     maxMessageBytes: positiveInt()
       .default(1_048_576)
