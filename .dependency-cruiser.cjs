@@ -69,8 +69,8 @@ module.exports = {
       name: "transport-free-domain",
       severity: "error",
       comment:
-        "src/model, src/microbatch and src/delivery import no kafkajs (not even its types): Kafka adapters live " +
-        "in src/kafka.",
+        "src/model, src/microbatch, src/delivery and src/events import no kafkajs (not even its types): Kafka adapters " +
+        "live in src/kafka.",
       from: { path: "^src/(model|microbatch|delivery|events)/" },
       to: { path: "(^|/)node_modules/kafkajs/" },
     },

@@ -3,17 +3,10 @@ import { encodeRequest, RequestDecoder } from "../../../src/contracts/request-co
 import { CompletionBuilder } from "../../../src/delivery/completion-builder.js";
 import { Deduplicator } from "../../../src/delivery/deduplicator.js";
 import { PartitionTask } from "../../../src/processor/partition-task.js";
-import type { TaskCommitter } from "../../../src/processor/processor-ports.js";
 import { RequestIntake } from "../../../src/processor/request-intake.js";
+import { idleCommitter } from "../../support/idle-committer.js";
 
-const committer: TaskCommitter = {
-  pendingRecords: 0,
-  track: () => {},
-  complete: () => {},
-  commitSoon: () => {},
-  flush: async () => {},
-  close: async () => {},
-};
+const committer = idleCommitter;
 
 function runningTask(topic: string, lane: "online" | "backfill"): PartitionTask {
   const t = new PartitionTask({ topic, partition: 0 }, "cl", lane);

@@ -1,17 +1,10 @@
 import { describe, expect, it, vi } from "vitest";
 import { Deduplicator } from "../../../src/delivery/deduplicator.js";
 import { PartitionTask } from "../../../src/processor/partition-task.js";
-import type { TaskCommitter } from "../../../src/processor/processor-ports.js";
 import { WriterSchemaGate } from "../../../src/processor/writer-schema-gate.js";
+import { idleCommitter } from "../../support/idle-committer.js";
 
-const committer: TaskCommitter = {
-  pendingRecords: 0,
-  track: () => {},
-  complete: () => {},
-  commitSoon: () => {},
-  flush: async () => {},
-  close: async () => {},
-};
+const committer = idleCommitter;
 
 function runningTask(): PartitionTask {
   const t = new PartitionTask({ topic: "t", partition: 0 }, "cl");
