@@ -83,45 +83,26 @@ export class KafkaRunWriter implements RunWriter {
   ): Promise<RunManifest> {
     const producer = this.producer;
     if (!producer) throw new SluiceError("INTERNAL", "KafkaRunWriter.commitChunk before open()");
-    const pending = records.map((r) => ({
-      row: r,
-      record: {
-        topic: this.opts.backfillTopic,
-        partition: this.partitionOf(r.id),
-        key: r.id,
-        value: r.value,
-        headers: r.headers,
-      },
-    }));
     const refused: InvalidRow[] = [];
     let manifest: RunManifest | undefined;
-    // Bounded: each PUBLISH_TOO_LARGE either halves the producer's send bound (a send of several
-    // records) or removes the one row the broker refused alone (an invalid row, not a retry loop).
-    for (;;) {
-      try {
-        await producer.run(
-          {
-            records: pending.map((p) => p.record),
-            closingRecords: (sends) => {
-              manifest = next(placedRows(sends, this.opts.backfillTopic), refused);
-              return [
-                { topic: this.opts.store.topic, key: this.opts.runId, value: encodeRunManifest(manifest) },
-              ];
-            },
-          },
-          `submitting a chunk of ${records.length} rows`,
-        );
-        break;
-      } catch (error) {
-        const failure = error as SluiceError;
-        const index = failure.context?.["recordIndex"];
-        if (failure.code !== "PUBLISH_TOO_LARGE" || typeof index !== "number" || index >= pending.length)
-          throw error;
-        if (Number(failure.context["records"]) > 1) continue;
-        const [gone] = pending.splice(index, 1);
-        if (gone) refused.push(tooLargeRow(gone.row, this.opts.backfillTopic));
-      }
-    }
+    await producer.runLeavingOutTooLarge(
+      {
+        records: records.map((r) => ({
+          topic: this.opts.backfillTopic,
+          partition: this.partitionOf(r.id),
+          key: r.id,
+          value: r.value,
+          headers: r.headers,
+        })),
+        closingRecords: (sends) => {
+          manifest = next(placedRows(sends, this.opts.backfillTopic), refused);
+          return [{ topic: this.opts.store.topic, key: this.opts.runId, value: encodeRunManifest(manifest) }];
+        },
+      },
+      `submitting a chunk of ${records.length} rows`,
+      // A row the broker refuses even alone is an invalid row of the run, not a retry loop.
+      (index) => refused.push(tooLargeRow(records[index] as BackfillRecord, this.opts.backfillTopic)),
+    );
     return manifest as RunManifest;
   }
 

@@ -107,46 +107,34 @@ export class KafkaTopicSink implements BatchSink {
     }
     const headers = { [RUN_HEADER]: this.runId as string, [SHARD_HEADER]: key };
     const completedAt = Date.now();
-    const pending = rows.map((r): { row: BatchResultRow; record: OutboundMessage } => {
+    const records = rows.map((r): OutboundMessage => {
       const encoded = this.encoder.encode(toResult(r, completedAt));
       return {
-        row: r,
-        record: {
-          topic: this.opts.topic,
-          key: r.id,
-          value: encoded.value,
-          headers: { ...encoded.headers, ...headers },
-        },
+        topic: this.opts.topic,
+        key: r.id,
+        value: encoded.value,
+        headers: { ...encoded.headers, ...headers },
       };
     });
     const rejected: FailureRecord[] = [];
-    // Bounded: each PUBLISH_TOO_LARGE either halves the producer's send bound (a send of several
-    // records) or removes the one record the broker refused alone.
-    for (;;) {
-      try {
-        await producer.run(
-          {
-            records: pending.map((p) => p.record),
-            beforeCommit: async () => {
-              await hooks?.beforeCommit(rejected);
-              await this.opts.beforeCommit?.(key);
-            },
+    try {
+      await producer.runLeavingOutTooLarge(
+        {
+          records,
+          beforeCommit: async () => {
+            await hooks?.beforeCommit(rejected);
+            await this.opts.beforeCommit?.(key);
           },
-          "publishing",
-        );
-        break;
-      } catch (error) {
-        const index = (error as SluiceError).context?.["recordIndex"];
-        if ((error as SluiceError).code === "PUBLISH_TOO_LARGE" && typeof index === "number") {
-          const records = Number((error as SluiceError).context["records"]);
-          if (records > 1) continue;
-          const [refused] = pending.splice(index, 1);
-          if (refused) rejected.push(tooLargeRow(refused.row, refused.record, this.opts.topic));
-          continue;
-        }
-        await this.dropProducer();
-        throw error;
-      }
+        },
+        "publishing",
+        (index) =>
+          rejected.push(
+            tooLargeRow(rows[index] as BatchResultRow, records[index] as OutboundMessage, this.opts.topic),
+          ),
+      );
+    } catch (error) {
+      await this.dropProducer();
+      throw error;
     }
     await this.dropProducer();
     return { output: this.uri, sha256: null };

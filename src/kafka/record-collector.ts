@@ -18,14 +18,10 @@ export const MAX_SEND_BYTES = 512 * 1024;
 type KafkaMessageOut = Omit<OutboundMessage, "topic" | "headers"> & { headers?: IHeaders };
 export type TopicMessages = { topic: string; messages: KafkaMessageOut[] }[];
 
-/** Splits messages (order kept) into sendBatch payloads of at most `maxBytes` (estimated) each. */
-export function chunked(messages: readonly OutboundMessage[], maxBytes = MAX_SEND_BYTES): TopicMessages[] {
-  return chunks(messages, maxBytes).map(toTopicMessages);
-}
-
 /**
- * The same split as `chunked`, before grouping by topic: consecutive runs of at most `maxBytes`
- * (estimated, `estimateBytes`); a record bigger than that goes alone.
+ * Splits messages (order kept) into sendBatch payloads: consecutive runs of at most `maxBytes`
+ * (estimated, `estimateBytes`); a record bigger than that goes alone. `toTopicMessages` makes one
+ * payload of each.
  */
 export function chunks(messages: readonly OutboundMessage[], maxBytes: number): OutboundMessage[][] {
   const out: OutboundMessage[][] = [];

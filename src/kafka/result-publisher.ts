@@ -4,7 +4,7 @@ import type { PublishUnit, ResultPublisher } from "../delivery/partition-committ
 import { SluiceError } from "../sluice-error.js";
 import { type KafkaAccess, kafkaFailure, narrowTopicDenial } from "./kafka-failure.js";
 import { isTooLarge, partitionSubject, tooLarge } from "./produce-failure.js";
-import { chunked } from "./record-collector.js";
+import { chunks, toTopicMessages } from "./record-collector.js";
 import { TransactionalProducer } from "./transactional-producer.js";
 
 /**
@@ -157,17 +157,20 @@ class AtLeastOncePublisher implements ResultPublisher {
   }
 
   async publish(unit: PublishUnit): Promise<void> {
+    let sending = 0; // records in the send under way (outputs first, then bookkeeping)
     try {
-      for (const topicMessages of chunked(unit.outputs, this.maxSendBytes))
-        await this.producer.sendBatch({ topicMessages });
-      for (const topicMessages of chunked(unit.bookkeeping, this.maxSendBytes))
-        await this.producer.sendBatch({ topicMessages });
+      for (const records of [unit.outputs, unit.bookkeeping]) {
+        for (const chunk of chunks(records, this.maxSendBytes)) {
+          sending = chunk.length;
+          await this.producer.sendBatch({ topicMessages: toTopicMessages(chunk) });
+        }
+      }
     } catch (error) {
       if (isTooLarge(error)) {
-        // Same sequence problem as TransactionalPublisher.renew: continue with a fresh producer id.
+        // Same sequence problem as TransactionalProducer.renew: continue with a fresh producer id.
         await this.producer.disconnect().catch(() => undefined);
         this.producer = await AtLeastOncePublisher.connect(this.target);
-        throw tooLarge(error, partitionSubject(this.target.topic, this.target.partition), 0);
+        throw tooLarge(error, partitionSubject(this.target.topic, this.target.partition), sending);
       }
       const denied = kafkaFailure(error, {
         doing: `publishing results of ${this.target.topic}[${this.target.partition}]`,

@@ -151,6 +151,38 @@ export class TransactionalProducer {
     }
   }
 
+  /**
+   * `run` for writers whose records are rows a user can be told about (batch shards, backfill
+   * chunks): after a refused send of several records it runs again with the halved bound, and a
+   * record the broker refuses alone is left out (`onRefused` gets its index in `unit.records`, before
+   * the next attempt) instead of failing the unit on every retry. Bounded: every attempt halves the
+   * bound or removes a record. A refused closing record, and every other failure, is thrown.
+   */
+  async runLeavingOutTooLarge(
+    unit: TransactionUnit,
+    doing: string,
+    onRefused: (index: number) => void,
+  ): Promise<Send[]> {
+    const kept = unit.records.map((_, i) => i);
+    for (;;) {
+      try {
+        return await this.run(
+          { ...unit, records: kept.map((i) => unit.records[i] as OutboundMessage) },
+          doing,
+        );
+      } catch (error) {
+        const failure = error as SluiceError;
+        const index = failure.context?.["recordIndex"];
+        if (failure.code !== "PUBLISH_TOO_LARGE" || typeof index !== "number" || index >= kept.length) {
+          throw error;
+        }
+        if (Number(failure.context["records"]) > 1) continue;
+        onRefused(kept[index] as number);
+        kept.splice(index, 1);
+      }
+    }
+  }
+
   async close(): Promise<void> {
     await this.producer.disconnect().catch(() => undefined);
   }

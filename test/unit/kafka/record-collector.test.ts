@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { OutboundMessage } from "../../../src/delivery/outbound-message.js";
 import { classify, isTooLarge } from "../../../src/kafka/produce-failure.js";
-import { chunked } from "../../../src/kafka/record-collector.js";
+import { chunks, MAX_SEND_BYTES, toTopicMessages } from "../../../src/kafka/record-collector.js";
 
 const msg = (topic: string, i: number, bytes: number): OutboundMessage => ({
   topic,
@@ -9,6 +9,10 @@ const msg = (topic: string, i: number, bytes: number): OutboundMessage => ({
   value: Buffer.alloc(bytes),
   headers: { "content-type": "application/json" },
 });
+
+/** The sendBatch payloads a writer sends for `messages`. */
+const chunked = (messages: OutboundMessage[], maxBytes = MAX_SEND_BYTES) =>
+  chunks(messages, maxBytes).map(toTopicMessages);
 
 describe("chunked (sendBatch payloads under the broker's record-batch limit)", () => {
   it("keeps every message, in order, and bounds each chunk", () => {
