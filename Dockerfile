@@ -5,8 +5,10 @@
 # Non-root (uid 1000), production dependencies only, HEALTHCHECK on /healthz, node is PID 1 and
 # handles SIGTERM itself (bounded by shutdown.timeoutMs; give the platform a longer grace period).
 # Build with BuildKit/Docker or `podman build --format docker` (the OCI format drops HEALTHCHECK).
-ARG NODE_IMAGE=node:20-bookworm
-ARG RUNTIME_IMAGE=node:20-bookworm-slim
+# Node.js 24 LTS (supported until April 2028; Node 20 reached end of life on 2026-04-30). The Node
+# minor/patch is the image's; scripts/container-setup.sh's stand-in pins 24.22.3 (scripts/node-runtime.sh).
+ARG NODE_IMAGE=node:24-bookworm
+ARG RUNTIME_IMAGE=node:24-bookworm-slim
 
 # ---- deps: all npm dependencies (dev included, for the TypeScript build and the model fetch)
 FROM ${NODE_IMAGE} AS deps

@@ -5,9 +5,9 @@
 #      setrlimit and hybrid cgroups here) and container ulimits nofile 20000, nproc 32768 (higher
 #      values fail);
 #   3. builds a stand-in for the Dockerfile's FROM images: `debootstrap --variant=minbase bookworm`,
-#      the host's Node.js 20 (Debian's nodejs is 18) and the host's CA certificates copied in, a `node`
-#      user with uid 1000 like the official images, then `podman import`, tagged as
-#      docker.io/library/node:20-bookworm and node:20-bookworm-slim.
+#      Node.js 24 from the pinned npm package (scripts/node-runtime.sh; Debian's nodejs is 18), the
+#      host's npm and CA certificates copied in, a `node` user with uid 1000 like the official images,
+#      then `podman import`, tagged as docker.io/library/node:24-bookworm and node:24-bookworm-slim.
 # The Dockerfile stays standard: where Docker Hub is reachable nothing here is needed.
 # Idempotent and cached: each step is skipped when its result is already there. SLUICE_BASE_REBUILD=1
 # rebuilds the base image.
@@ -22,7 +22,7 @@ as_root() {
   fi
 }
 
-BASE_TAGS=(docker.io/library/node:20-bookworm docker.io/library/node:20-bookworm-slim)
+BASE_TAGS=(docker.io/library/node:24-bookworm docker.io/library/node:24-bookworm-slim)
 SUITE="${SLUICE_BASE_SUITE:-bookworm}"
 MIRROR="${SLUICE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 
@@ -58,23 +58,25 @@ if [ ! -f "$conf_file" ] || [ "$(cat "$conf_file")" != "$(printf '%s' "$conf_bod
   printf '%s' "$conf_body" | as_root tee "$conf_file" >/dev/null
 fi
 
-# 3. Base image.
+# 3. Base image, rebuilt when a tag is missing or holds another Node.js than the pinned one.
+pinned_node="$(bash "$(dirname "$0")/node-runtime.sh" --version)"
 have_all=1
 for tag in "${BASE_TAGS[@]}"; do
-  as_root podman image exists "$tag" || have_all=0
+  env_lines="$(as_root podman image inspect --format '{{range .Config.Env}}{{println .}}{{end}}' "$tag" 2>/dev/null)" ||
+    env_lines=""
+  grep -qx "NODE_VERSION=$pinned_node" <<<"$env_lines" || have_all=0
 done
 if [ "$have_all" -eq 1 ] && [ "${SLUICE_BASE_REBUILD:-0}" != "1" ]; then
-  log "base image ${BASE_TAGS[0]} present (cached); SLUICE_BASE_REBUILD=1 rebuilds it"
+  log "base image ${BASE_TAGS[0]} with Node.js $pinned_node present (cached); SLUICE_BASE_REBUILD=1 rebuilds it"
   exit 0
 fi
 
-node_bin="$(command -v node)"
-node_major="$("$node_bin" -p 'process.versions.node.split(".")[0]')"
-if [ "$node_major" -ne 20 ]; then
-  log "the host's Node.js is $("$node_bin" --version); the base image needs Node.js 20"
-  exit 2
-fi
-node_prefix="$(cd "$(dirname "$(readlink -f "$node_bin")")/.." && pwd)"
+# Node.js: the pinned binary (cached after the first fetch). npm and corepack are plain JavaScript
+# and come from the host's installation (npm 11 supports Node 24).
+node_bin="$(bash "$(dirname "$0")/node-runtime.sh")/node"
+node_version="$("$node_bin" --version)"
+host_node="$(command -v node)"
+npm_prefix="$(cd "$(dirname "$(readlink -f "$host_node")")/.." && pwd)"
 
 work="$(mktemp -d /var/tmp/sluice-base.XXXXXX)"
 trap 'as_root rm -rf "$work"' EXIT
@@ -86,12 +88,12 @@ as_root debootstrap --variant=minbase "$SUITE" "$root" "$MIRROR" >"$work/deboots
   exit 1
 }
 
-log "copying Node.js $("$node_bin" --version) from $node_prefix"
+log "copying Node.js $node_version ($node_bin) and npm $(npm --version) ($npm_prefix)"
 as_root install -m 0755 "$node_bin" "$root/usr/local/bin/node"
 as_root mkdir -p "$root/usr/local/lib/node_modules"
 for pkg in npm corepack; do
-  if [ -d "$node_prefix/lib/node_modules/$pkg" ]; then
-    as_root cp -a "$node_prefix/lib/node_modules/$pkg" "$root/usr/local/lib/node_modules/"
+  if [ -d "$npm_prefix/lib/node_modules/$pkg" ]; then
+    as_root cp -a "$npm_prefix/lib/node_modules/$pkg" "$root/usr/local/lib/node_modules/"
   fi
 done
 as_root ln -sf ../lib/node_modules/npm/bin/npm-cli.js "$root/usr/local/bin/npm"
@@ -116,7 +118,7 @@ as_root rm -rf "$root/var/lib/apt/lists/"* "$root/var/cache/apt/"*.bin
 log "podman import as ${BASE_TAGS[*]}"
 as_root tar -C "$root" -c . | as_root podman import \
   --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-  --change 'ENV NODE_VERSION='"$("$node_bin" --version | tr -d v)" \
+  --change 'ENV NODE_VERSION='"${node_version#v}" \
   --change 'ENV NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt' \
   --change 'CMD ["node"]' \
   - "${BASE_TAGS[0]}" >/dev/null

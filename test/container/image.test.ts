@@ -98,6 +98,13 @@ describe("production image (podman)", () => {
     expect(models).toMatch(/bge-small-en-v1\.5-q\.onnx/);
   });
 
+  it("runs on Node.js 24 LTS (node --version inside the image)", async () => {
+    // The Dockerfile's node:24-bookworm-slim, or scripts/container-setup.sh's stand-in with the pinned 24.x.
+    const version = (await inImage(IMAGE, "node", "--version")).trim();
+    console.log(`[container] node --version in ${IMAGE}: ${version}`);
+    expect(version).toMatch(/^v24\.\d+\.\d+$/);
+  });
+
   it("sluice demo --once with the baked-in model prints results against the host's broker", async () => {
     const r = await podman(
       [
