@@ -165,9 +165,16 @@ export class ObservabilityServer {
     }
     const asset = ui.page.asset(path);
     if (!asset) return false;
-    const { contentType, body } = await asset;
-    res.writeHead(200, { "content-type": contentType, ...PAGE_HEADERS });
-    res.end(body);
+    const read = await asset.catch((error: NodeJS.ErrnoException) => error);
+    if (read instanceof Error) {
+      res.writeHead(503, { "content-type": "text/plain" });
+      res.end(
+        `the live page's file for ${path} is not installed (${read.code ?? read.message}): this installation lacks the package's web/ folder or uplot; /metrics still works, observability.ui: false turns the page off\n`,
+      );
+      return true;
+    }
+    res.writeHead(200, { "content-type": read.contentType, ...PAGE_HEADERS });
+    res.end(read.body);
     return true;
   }
 

@@ -161,3 +161,20 @@ describe("live page in headless Chromium", () => {
     }
   }, 300_000);
 });
+
+describe("live page switched off (observability.ui: false)", () => {
+  const procs: ServeProcess[] = [];
+  afterEach(() => killLeftovers(procs));
+
+  it("a real sluice serve answers 404 on / and /ui/snapshot.json, and still serves /metrics", async () => {
+    const base = uniqueName("page-off");
+    const serve = startServe([], serveEnv(base, { SLUICE_OBSERVABILITY__UI: "false" }));
+    procs.push(serve);
+    await serve.waitFor(/sluice serve running/, 120_000);
+    const url = metricsUrlOf(serve);
+    for (const path of ["/", "/ui/snapshot.json", "/ui/app.js"]) {
+      expect((await fetch(`${url}${path}`)).status, path).toBe(404);
+    }
+    expect((await fetch(`${url}/metrics`)).status).toBe(200);
+  }, 180_000);
+});
