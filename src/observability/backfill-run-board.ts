@@ -38,6 +38,8 @@ export interface BackfillRunBoardOptions {
   groupId: string;
   /** A view younger than this is served again without reading the broker, ms. Default 2000. */
   cacheMs?: number;
+  /** Longest a view waits for a read under way before it answers with the last view, ms. Default 1000. */
+  waitMs?: number;
   /** Runs listed, most recently updated first. Default 10. */
   maxRuns?: number;
   nowMs?: () => number;
@@ -55,6 +57,7 @@ const RATE_WINDOW_MS = 60_000;
  */
 export class BackfillRunBoard {
   private readonly cacheMs: number;
+  private readonly waitMs: number;
   private readonly maxRuns: number;
   private readonly nowMs: () => number;
   private cached: RunBoardView | undefined;
@@ -64,17 +67,32 @@ export class BackfillRunBoard {
 
   constructor(private readonly opts: BackfillRunBoardOptions) {
     this.cacheMs = opts.cacheMs ?? 2000;
+    this.waitMs = opts.waitMs ?? 1000;
     this.maxRuns = opts.maxRuns ?? 10;
     this.nowMs = opts.nowMs ?? Date.now;
   }
 
-  /** The current view; concurrent callers share one read. */
-  view(): Promise<RunBoardView> {
-    if (this.cached && this.nowMs() - this.cached.at < this.cacheMs) return Promise.resolve(this.cached);
+  /**
+   * The current view; concurrent callers share one read. A read slower than `waitMs` (a slow broker,
+   * the first read of a long runs topic) does not hold the page up: the last view is answered, and
+   * the read's result serves the next look.
+   */
+  async view(): Promise<RunBoardView> {
+    const now = this.nowMs();
+    if (this.cached && now - this.cached.at < this.cacheMs) return this.cached;
     this.pending ??= this.read().finally(() => {
       this.pending = undefined;
     });
-    return this.pending;
+    const fallback = this.cached ?? { at: now, runs: [], error: "reading topics.runs; not read yet" };
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<RunBoardView>((resolve) => {
+      timer = setTimeout(() => resolve(fallback), this.waitMs);
+    });
+    try {
+      return await Promise.race([this.pending, late]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   private async read(): Promise<RunBoardView> {

@@ -149,8 +149,8 @@ describe("live page in headless Chromium", () => {
       expect(outside).toEqual([]);
 
       if (process.env.SLUICE_SCREENSHOT) {
-        // The committed screenshot shows a minute of history, not the first few samples.
-        await new Promise((r) => setTimeout(r, 60_000));
+        // The committed screenshot shows half a minute more of history, not the first few samples.
+        await new Promise((r) => setTimeout(r, 30_000));
       }
       await mkdir(dirname(SCREENSHOT), { recursive: true });
       await page.screenshot({ path: SCREENSHOT, fullPage: true });

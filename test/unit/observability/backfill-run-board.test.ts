@@ -129,4 +129,20 @@ describe("BackfillRunBoard", () => {
     expect(view.runs.map((r) => r.runId)).toEqual(["r1"]);
     expect(view.error).toContain("TOPIC_AUTHORIZATION_FAILED");
   });
+
+  it("answers within waitMs while a read is slow, and the read's result serves the next look", async () => {
+    let release: (manifests: RunManifest[]) => void = () => {};
+    const b = new BackfillRunBoard({
+      source: { manifests: () => new Promise((resolve) => (release = resolve)) },
+      offsets: { partitionOffsets: async () => [], committedTopics: async () => [], close: async () => {} },
+      groupId: "g",
+      waitMs: 20,
+    });
+    const first = await b.view();
+    expect(first.runs).toEqual([]);
+    expect(first.error).toMatch(/not read yet/);
+    release([manifest()]);
+    await new Promise((r) => setTimeout(r, 10));
+    expect((await b.view()).runs.map((r) => r.runId)).toEqual(["r1"]);
+  });
 });
