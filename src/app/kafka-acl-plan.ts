@@ -80,6 +80,18 @@ const COMMANDS: Record<string, (c: SluiceConfig, o: AclPlanOptions) => Acl[]> = 
       literal("TOPIC", c.topics.deadLetters, "WRITE", "dead letters"),
       literal("TOPIC", c.topics.freshness, "WRITE", "freshness heartbeats"),
       ...extraOutputs.map((t) => literal("TOPIC", t, "WRITE", "backfill results (topics.backfillResults)")),
+      // The live page's runs table reads the run manifests on request (serve runs without these).
+      ...(c.topics.backfill.length > 0 && c.observability.ui
+        ? [
+            literal("TOPIC", c.topics.runs, "READ", "live page: the backfill runs table"),
+            prefixed(
+              "GROUP",
+              `${BACKFILL_GROUP_PREFIX}runs`,
+              "READ",
+              "live page: throwaway groups reading the runs topic",
+            ),
+          ]
+        : []),
       literal("GROUP", group, "READ", "the consumer group (join, commit offsets in transactions)"),
       prefixed("GROUP", RESTORE_GROUP_PREFIX, "READ", "throwaway groups that read the dedup changelog"),
       prefixed(

@@ -1,18 +1,23 @@
+import type { Kafka } from "kafkajs";
 import type { Logger } from "pino";
 import { backfillResultsTopic, type SluiceConfig } from "../config/config-schema.js";
 import { SluiceEvents } from "../events/sluice-events.js";
 import { createKafka } from "../kafka/kafka-client.js";
+import { KafkaGroupOffsetsReader } from "../kafka/kafka-group-offsets-reader.js";
 import { KafkaHeartbeatSink } from "../kafka/kafka-heartbeat-sink.js";
 import { kafkaLagReaders } from "../kafka/kafka-lag-readers.js";
+import { RunManifestFeed } from "../kafka/run-manifest-feed.js";
 import { ensureTopics } from "../kafka/topic-admin.js";
 import { ModelRunner } from "../model/model-runner.js";
 import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
+import { BackfillRunBoard } from "../observability/backfill-run-board.js";
 import { BatchLog } from "../observability/batch-log.js";
 import { DeadLetterLog } from "../observability/dead-letter-log.js";
 import { FreshnessHeartbeat } from "../observability/freshness-heartbeat.js";
 import { InFlightRecords } from "../observability/in-flight-records.js";
 import { LagMonitor } from "../observability/lag-monitor.js";
 import { LifecycleLog } from "../observability/lifecycle-log.js";
+import { LiveSnapshot } from "../observability/live-snapshot.js";
 import { SluiceMetrics } from "../observability/metrics.js";
 import { ObservabilityServer } from "../observability/observability-server.js";
 import type { StreamProcessor } from "../processor/stream-processor.js";
@@ -133,10 +138,16 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
     }),
     { onAccessFailure: refused },
   );
+  // The live page (observability.ui): built from the registry and the processor on request only.
+  const runOffsets = new KafkaGroupOffsetsReader(kafka);
+  const ui = config.observability.ui
+    ? { snapshot: liveSnapshot(config, kafka, metrics, processor, runOffsets) }
+    : undefined;
   const server = new ObservabilityServer({
     registry: metrics.registry,
     isReady: () =>
       failure ? { ready: false, reason: `${failure.code}: ${failure.message}` } : processor.readiness(),
+    ...(ui ? { ui } : {}),
   });
   const bound = await server
     .start({
@@ -176,6 +187,7 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
       await processor.close({ timeoutMs: config.shutdown.timeoutMs });
       await heartbeat.stop().catch(() => undefined);
       await server.stop();
+      await runOffsets.close();
       detachMetrics();
       detachBatchLog();
       detachDeadLetterLog();
@@ -197,4 +209,31 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
   }
   const host = bound.host === "0.0.0.0" || bound.host === "::" ? "127.0.0.1" : bound.host;
   return { processor, events, model, metricsUrl: `http://${host}:${bound.port}`, fatal, close };
+}
+
+/** The live page's snapshot: metrics, this instance's assignment, and the backfill runs when there are any. */
+function liveSnapshot(
+  config: SluiceConfig,
+  kafka: Kafka,
+  metrics: SluiceMetrics,
+  processor: StreamProcessor,
+  offsets: KafkaGroupOffsetsReader,
+): () => Promise<unknown> {
+  const backfill = new Set(config.topics.backfill);
+  const board =
+    backfill.size > 0
+      ? new BackfillRunBoard({
+          source: new RunManifestFeed(kafka, config.topics.runs),
+          offsets,
+          groupId: config.consumer.groupId,
+        })
+      : undefined;
+  const snapshot = new LiveSnapshot({
+    registry: metrics.registry,
+    instanceId: config.observability.instanceId,
+    assignment: () =>
+      processor.assignment().map((p) => ({ ...p, lane: backfill.has(p.topic) ? "backfill" : "online" })),
+    ...(board ? { runs: () => board.view() } : {}),
+  });
+  return () => snapshot.build();
 }

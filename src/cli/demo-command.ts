@@ -13,6 +13,7 @@ import { loadCommandConfig } from "./config-command.js";
 
 interface DemoOptions {
   once?: boolean;
+  watch?: boolean;
   timeoutMs: string;
 }
 
@@ -34,6 +35,7 @@ export function register(program: Command): void {
     .command("demo")
     .description("Start everything locally, send sample requests and print their results (npm start)")
     .option("--once", "exit after the sample results are printed")
+    .option("--watch", "then keep a few sample requests a second flowing (for the live page) until Ctrl-C")
     .option("--timeout-ms <ms>", "how long to wait for the sample results", "120000")
     .action(async (opts: DemoOptions, command: Command) => {
       const out = (line = "") => process.stdout.write(`${line}\n`);
@@ -70,6 +72,8 @@ export function register(program: Command): void {
         out(
           `Model ${runtime.model.identity.name} (${runtime.model.identity.version}); metrics ${runtime.metricsUrl}/metrics, health ${runtime.metricsUrl}/readyz`,
         );
+        const page = config.observability.ui ? `${runtime.metricsUrl}/` : undefined;
+        if (page) out(`Live page: ${page} (open it in a browser)`);
         const kafka = createKafka(config.kafka);
         let duplicates = 0;
         const off = runtime.events.on("record.outcome", (e) => {
@@ -85,12 +89,22 @@ export function register(program: Command): void {
         off();
         out(`Duplicates counted (no second result): ${duplicates}`);
         if (opts.once) return;
-        out("\nProcessor running; produce to the request topic or press Ctrl-C to stop.");
-        await new Promise<void>((resolve, reject) => {
-          process.once("SIGINT", () => resolve());
-          process.once("SIGTERM", () => resolve());
-          void runtime.fatal.then(reject);
-        });
+        const trickle = opts.watch ? startTrickle(kafka, config) : undefined;
+        out(
+          trickle
+            ? `\nProcessor running, with a few sample requests a second${page ? ` (watch them at ${page})` : ""}; press Ctrl-C to stop.`
+            : `\nProcessor running; produce to the request topic or press Ctrl-C to stop.${page ? ` Live page: ${page}` : ""}`,
+        );
+        try {
+          await new Promise<void>((resolve, reject) => {
+            process.once("SIGINT", () => resolve());
+            process.once("SIGTERM", () => resolve());
+            void runtime.fatal.then(reject);
+            trickle?.failed.catch(reject);
+          });
+        } finally {
+          await trickle?.stop();
+        }
       } finally {
         out("Stopping…");
         await runtime.close();
@@ -211,4 +225,51 @@ async function runSamples(
       `sample results incomplete after ${timeoutMs} ms; check the logs (set SLUICE_OBSERVABILITY__LOG_LEVEL=info)`,
     );
   }
+}
+
+const TRICKLE_TEXTS = [
+  "Kafka transactions make results exactly once",
+  "Micro-batching trades a little latency for throughput",
+  "The cat sat on the mat",
+  "ONNX Runtime runs the model in worker threads",
+];
+
+/**
+ * `demo --watch`: two sample requests every 500 ms, so the live page has something to draw. Stops at
+ * `stop()`; a failed send rejects `failed`.
+ */
+function startTrickle(kafka: Kafka, config: SluiceConfig): { stop(): Promise<void>; failed: Promise<never> } {
+  const topic = config.topics.requests[0] as string;
+  const run = randomBytes(3).toString("hex");
+  const producer = kafka.producer();
+  let running = true;
+  let n = 0;
+  const loop = (async () => {
+    await producer.connect();
+    try {
+      while (running) {
+        const messages = [0, 1].map(() => {
+          const id = `demo-${run}-w${n++}`;
+          const enc = encodeRequest(
+            { id, text: TRICKLE_TEXTS[n % TRICKLE_TEXTS.length] as string },
+            config.topics.requestCodec,
+          );
+          return { key: id, value: enc.value, headers: enc.headers };
+        });
+        await producer.send({ topic, messages });
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    } finally {
+      await producer.disconnect();
+    }
+  })();
+  const failed = loop.then(() => new Promise<never>(() => {}));
+  failed.catch(() => undefined);
+  return {
+    failed,
+    async stop() {
+      running = false;
+      await loop.catch(() => undefined);
+    },
+  };
 }

@@ -18,7 +18,7 @@ const COMMON_KEYS: [key: string, note: string][] = [
   ["topics.results", ""],
   ["consumer.groupId", ""],
   ["model.path", "unset: the default model, fetched once with Maven"],
-  ["observability.metricsPort", "/metrics, /healthz, /readyz"],
+  ["observability.metricsPort", "/metrics, /healthz, /readyz; / is the live page"],
 ];
 
 const SERVE_HELP = [
@@ -46,7 +46,11 @@ export function register(program: Command): void {
         base: { instanceId: config.observability.instanceId },
       });
       const runtime = await startServeRuntime(config, logger);
-      logger.info({ metricsUrl: runtime.metricsUrl }, "sluice serve running; SIGTERM or Ctrl-C to stop");
+      const livePage = config.observability.ui ? { livePage: `${runtime.metricsUrl}/` } : {};
+      logger.info(
+        { metricsUrl: runtime.metricsUrl, ...livePage },
+        "sluice serve running; SIGTERM or Ctrl-C to stop",
+      );
       await new Promise<void>((resolve, reject) => {
         let signalled = false;
         const onSignal = (signal: NodeJS.Signals) => {

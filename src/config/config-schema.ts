@@ -274,6 +274,10 @@ export const observabilitySchema = z
       .max(65_535)
       .default(9464)
       .describe("Port of the Prometheus metrics/health server (0 = any free port)."),
+    ui: z
+      .boolean()
+      .default(true)
+      .describe("Serve the live page at / of the metrics port (false: / and /ui/* 404)."),
     lagIntervalMs: positiveInt().default(5000).describe("How often consumer lag is sampled, ms."),
     heartbeatIntervalMs: positiveInt()
       .default(5000)

@@ -3,6 +3,7 @@ import type { AddressInfo } from "node:net";
 import type { Registry } from "prom-client";
 import { envNameFor } from "../config/env-overrides.js";
 import { SluiceError } from "../sluice-error.js";
+import { LivePage, PAGE_HEADERS, SNAPSHOT_PATH } from "./live-page.js";
 
 /** What `/readyz` reports. `reason` is shown to operators when not ready. */
 export interface Readiness {
@@ -22,6 +23,11 @@ export interface ObservabilityServerOptions {
   isReady?: ReadinessProbe;
   /** Max time a readiness probe may take before `/readyz` answers 503, ms. Default `READY_PROBE_TIMEOUT_MS`. */
   readyTimeoutMs?: number;
+  /**
+   * The live page (`/` and `/ui/*`, config `observability.ui`): `snapshot` builds the JSON the page
+   * polls, on request only. Absent: those paths answer 404.
+   */
+  ui?: { snapshot: () => Promise<unknown> };
 }
 
 export interface ListenOptions {
@@ -34,12 +40,15 @@ export interface ListenOptions {
 /**
  * Small `node:http` server for Prometheus scrapes and Kubernetes-style probes:
  * `/metrics` (text exposition), `/healthz` (200 while the process serves HTTP at all),
- * `/readyz` (200 when `isReady()` says so, else 503 with `{"ready":false,"reason":…}`).
+ * `/readyz` (200 when `isReady()` says so, else 503 with `{"ready":false,"reason":…}`), and, when
+ * `ui` is given, the live page at `/` with its assets under `/ui/` and `/ui/snapshot.json`
+ * (docs/observability.md, "Live page").
  */
 export class ObservabilityServer {
   private readonly registry: Registry;
   private readonly isReady: ReadinessProbe;
   private readonly readyTimeoutMs: number;
+  private readonly ui: { snapshot: () => Promise<unknown>; page: LivePage } | undefined;
   private server: Server | undefined;
   private boundPort: number | undefined;
   private stopping: Promise<void> | undefined;
@@ -57,6 +66,7 @@ export class ObservabilityServer {
     this.registry = opts.registry;
     this.isReady = opts.isReady ?? (() => true);
     this.readyTimeoutMs = readyTimeoutMs;
+    this.ui = opts.ui ? { snapshot: opts.ui.snapshot, page: new LivePage() } : undefined;
   }
 
   /** Port actually bound (useful with `port: 0`); throws before `start()`. */
@@ -136,10 +146,36 @@ export class ObservabilityServer {
         sendJson(res, readiness.ready ? 200 : 503, readiness);
         return;
       }
-      default:
+      default: {
+        if (this.ui && (await this.servePage(path ?? "/", res))) return;
         res.writeHead(404, { "content-type": "text/plain" });
-        res.end("not found; try /metrics, /healthz or /readyz\n");
+        res.end(`not found; try ${this.ui ? "/ (the live page), " : ""}/metrics, /healthz or /readyz\n`);
+      }
     }
+  }
+
+  /** The live page's files and snapshot; false when `path` is not one of them. */
+  private async servePage(path: string, res: ServerResponse): Promise<boolean> {
+    const ui = this.ui;
+    if (!ui) return false;
+    if (path === SNAPSHOT_PATH) {
+      res.writeHead(200, { "content-type": "application/json", ...PAGE_HEADERS });
+      res.end(JSON.stringify(await ui.snapshot()));
+      return true;
+    }
+    const asset = ui.page.asset(path);
+    if (!asset) return false;
+    const read = await asset.catch((error: NodeJS.ErrnoException) => error);
+    if (read instanceof Error) {
+      res.writeHead(503, { "content-type": "text/plain" });
+      res.end(
+        `the live page's file for ${path} is not installed (${read.code ?? read.message}): this installation lacks the package's web/ folder or uplot; /metrics still works, observability.ui: false turns the page off\n`,
+      );
+      return true;
+    }
+    res.writeHead(200, { "content-type": read.contentType, ...PAGE_HEADERS });
+    res.end(read.body);
+    return true;
   }
 
   private async probeReadiness(): Promise<Readiness> {

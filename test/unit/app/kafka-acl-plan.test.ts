@@ -22,8 +22,14 @@ describe("aclPlan", () => {
         "READ TOPIC sluice.dedup-changelog.sluice.corpus.backfill",
         "WRITE TOPIC sluice.dedup-changelog.sluice.corpus.backfill",
         "WRITE TOPIC corpus.embeddings",
+        // The live page's runs table (observability.ui, on by default).
+        "READ TOPIC sluice.runs",
+        "READ GROUP* sluice-backfill-runs",
       ]),
     );
+    config.observability.ui = false;
+    const noPage = brief(aclPlan(config, ["serve"], { createTopics: false }));
+    expect(noPage.some((line) => line.includes("runs"))).toBe(false);
     // Without a backfill lane, none of it.
     const plain = brief(aclPlan(defaultConfig(), ["serve"], { createTopics: false }));
     expect(plain.some((line) => line.includes("backfill") || line.includes("embeddings"))).toBe(false);

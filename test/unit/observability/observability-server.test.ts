@@ -72,3 +72,47 @@ describe("ObservabilityServer", () => {
     await expect(fetch(`http://127.0.0.1:${port}/healthz`)).rejects.toThrow();
   });
 });
+
+describe("ObservabilityServer live page (observability.ui)", () => {
+  it("serves the page, its assets and the snapshot, with a same-origin-only policy", async () => {
+    let calls = 0;
+    const { base } = await started({
+      registry: new Registry(),
+      ui: {
+        snapshot: async () => {
+          calls++;
+          return { at: 1, instanceId: "i" };
+        },
+      },
+    });
+    const page = await fetch(`${base}/`);
+    expect(page.status).toBe(200);
+    expect(page.headers.get("content-type")).toContain("text/html");
+    expect(page.headers.get("content-security-policy")).toContain("connect-src 'self'");
+    const html = await page.text();
+    expect(html).toContain('src="/ui/uplot.js"');
+    expect(html).not.toMatch(/https?:\/\//); // nothing from elsewhere
+    for (const asset of ["/ui/app.js", "/ui/style.css", "/ui/uplot.js", "/ui/uplot.css"]) {
+      const res = await fetch(`${base}${asset}`);
+      expect(res.status, asset).toBe(200);
+      expect((await res.text()).length, asset).toBeGreaterThan(100);
+    }
+    expect(await (await fetch(`${base}/ui/uplot.js`)).text()).toContain("uPlot");
+    expect(calls).toBe(0); // nothing is built until the page asks
+    const snap = await fetch(`${base}/ui/snapshot.json`);
+    expect(snap.headers.get("content-type")).toContain("application/json");
+    expect(await snap.json()).toEqual({ at: 1, instanceId: "i" });
+    expect(calls).toBe(1);
+    // Only the listed files: no path reaches the file system.
+    expect((await fetch(`${base}/ui/../package.json`)).status).toBe(404);
+    expect((await fetch(`${base}/ui/index.html`)).status).toBe(404);
+  });
+
+  it("without ui (observability.ui: false) the page and the snapshot are 404", async () => {
+    const { base } = await started({ registry: new Registry() });
+    for (const path of ["/", "/index.html", "/ui/app.js", "/ui/snapshot.json"]) {
+      expect((await fetch(`${base}${path}`)).status, path).toBe(404);
+    }
+    expect((await fetch(`${base}/metrics`)).status).toBe(200);
+  });
+});
