@@ -45,6 +45,7 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY bin ./bin
 COPY src ./src
 COPY schemas ./schemas
+COPY web ./web
 RUN npm run build && npm prune --omit=dev --no-audit --no-fund
 
 # ---- runtime: Node only (no JDK, no compiler, no dev dependencies)
@@ -57,6 +58,7 @@ COPY --from=build /app/package.json ./
 COPY --from=build /app/bin ./bin
 COPY --from=build /app/dist ./dist
 COPY --from=build /app/schemas ./schemas
+COPY --from=build /app/web ./web
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=model /app/models ./models
 # uid:gid of the images' `node` user, numeric so Kubernetes runAsNonRoot can verify it.

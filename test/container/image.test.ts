@@ -150,6 +150,11 @@ describe("production image (podman)", () => {
     expect(counts.size, (await podman(["logs", name])).stderr.slice(-3000)).toBe(count);
     expect([...counts.values()].every((n) => n === 1)).toBe(true);
     expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
+    // The live page ships in the image (web/ and uPlot from node_modules).
+    const page = await fetch(`http://127.0.0.1:${port}/`);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain("uplot");
+    expect((await fetch(`http://127.0.0.1:${port}/ui/uplot.js`)).status).toBe(200);
     expect((await podman(["healthcheck", "run", name])).code).toBe(0);
     expect(await podmanOk(["exec", name, "cat", "/proc/1/cmdline"])).toMatch(/^node\0bin\/sluice\.js\0serve/);
 
