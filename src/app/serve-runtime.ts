@@ -5,7 +5,7 @@ import { createKafka } from "../kafka/kafka-client.js";
 import { KafkaHeartbeatSink } from "../kafka/kafka-heartbeat-sink.js";
 import { kafkaLagReaders } from "../kafka/kafka-lag-readers.js";
 import { ensureTopics } from "../kafka/topic-admin.js";
-import { ModelRunner } from "../model/model-runner.js";
+import { type LoadedModel, loadModel } from "../model/model-loader.js";
 import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
 import { BatchLog } from "../observability/batch-log.js";
 import { DeadLetterLog } from "../observability/dead-letter-log.js";
@@ -24,7 +24,7 @@ import { createWireCodecs } from "./wire-codecs.js";
 export interface ServeRuntime {
   processor: StreamProcessor;
   events: SluiceEvents;
-  model: ModelRunner;
+  model: LoadedModel;
   /** Base URL of the metrics/health server, e.g. `http://127.0.0.1:9464`. */
   metricsUrl: string;
   /** Resolves when the runtime stops by itself after a fatal error (with that error). */
@@ -107,7 +107,7 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
     replicationFactor: config.topics.replicationFactor,
   });
 
-  const model = await ModelRunner.create(
+  const model = await loadModel(
     await modelRunnerOptionsFromConfig(config, (line) => logger.info({ component: "model-fetch" }, line)),
   );
   events.emit("model.loaded", {
