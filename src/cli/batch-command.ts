@@ -15,6 +15,8 @@ interface BatchCliOptions {
   inputFormat?: string;
   idField?: string;
   textField?: string;
+  features?: string;
+  featureInput?: string;
   shardSize?: string;
   batchSize?: string;
   from?: string;
@@ -42,6 +44,8 @@ export function register(program: Command): void {
     .option("--input-format <format>", "jsonl or csv (default: from the file extension)")
     .option("--id-field <name>", "input field/column holding the id (default: config batch.idField)")
     .option("--text-field <name>", "input field/column holding the text (default: config batch.textField)")
+    .option("--features <columns>", "tensor models: comma-separated feature columns read as one FP32 input")
+    .option("--feature-input <name>", "tensor models: the model input --features feed")
     .option(
       "--shard-size <rows>",
       "rows per shard, the unit of checkpointing (default: config batch.shardSize)",
@@ -83,6 +87,8 @@ async function runBatchCommand(opts: BatchCliOptions, config: SluiceConfig): Pro
     inputFormat: opts.inputFormat,
     idField: opts.idField,
     textField: opts.textField,
+    ...(opts.features ? { features: opts.features.split(",").map((c) => c.trim()) } : {}),
+    ...(opts.featureInput ? { featureInput: opts.featureInput } : {}),
     shardSize: optionalIntOption("--shard-size", opts.shardSize),
     batchSize: optionalIntOption("--batch-size", opts.batchSize),
     from: range.from,

@@ -107,6 +107,9 @@ export async function runBatch(
 }
 
 /** What a model of `task` runs for a request: its tensors for a tensor model, else its text. */
-export function modelInputOf(task: ModelTask, request: Pick<InferenceRequest, "text" | "tensors">): unknown {
+export function modelInputOf(
+  task: ModelTask,
+  request: { text: unknown; tensors?: InferenceRequest["tensors"] },
+): unknown {
   return task === "tensor" ? request.tensors : request.text;
 }
