@@ -87,8 +87,7 @@ async function runBatchCommand(opts: BatchCliOptions, config: SluiceConfig): Pro
     inputFormat: opts.inputFormat,
     idField: opts.idField,
     textField: opts.textField,
-    ...(opts.features ? { features: opts.features.split(",").map((c) => c.trim()) } : {}),
-    ...(opts.featureInput ? { featureInput: opts.featureInput } : {}),
+    ...featureRequest(opts),
     shardSize: optionalIntOption("--shard-size", opts.shardSize),
     batchSize: optionalIntOption("--batch-size", opts.batchSize),
     from: range.from,
@@ -133,4 +132,15 @@ export function intOption(flag: string, value: string): number {
     throw new SluiceError("CONFIG_INVALID", `${flag} must be a positive integer, got "${value}"`);
   }
   return n;
+}
+
+/** `--features a,b,c` and `--feature-input NAME` as a source request's fields (batch and backfill submit). */
+export function featureRequest(opts: { features?: string; featureInput?: string }): {
+  features?: string[];
+  featureInput?: string;
+} {
+  return {
+    ...(opts.features ? { features: opts.features.split(",").map((c) => c.trim()) } : {}),
+    ...(opts.featureInput ? { featureInput: opts.featureInput } : {}),
+  };
 }

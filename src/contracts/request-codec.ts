@@ -10,7 +10,7 @@ import {
 import type { InferenceRequest } from "./inference.js";
 import { frameRegistryPayload, parseRegistryFrame, registrySchemaIdOf } from "./registry-wire.js";
 import type { RequestWriterSchemas } from "./request-writer-schemas.js";
-import { decodeV2Request, encodeV2TextRequest } from "./v2-json-codec.js";
+import { decodeV2Request, encodeV2Request } from "./v2-json-codec.js";
 
 /**
  * Decoding and encoding of inference requests (schemas/inference-request.avsc).
@@ -258,7 +258,10 @@ export function encodeRequest(
     deadlineMs: req.deadlineMs ?? null,
     attributes: req.attributes ?? null,
   };
-  if (codec === "v2-json") return encodeV2TextRequest(req);
+  if (codec === "v2-json") return encodeV2Request(req);
+  if (req.tensors) {
+    throw new Error(`encodeRequest: a request with tensors needs the v2-json codec, not ${codec}`);
+  }
   let value: Buffer;
   if (codec === "json") value = Buffer.from(JSON.stringify(normalized), "utf8");
   else value = avroType("inference-request").toBuffer(normalized);

@@ -95,15 +95,17 @@ export function decodeV2Request(value: Buffer, headers?: RecordHeaders): DecodeO
   return { ok: true, request };
 }
 
-/** A V2 request carrying one text as a BYTES input (tests, the demo, `encodeRequest(…, "v2-json")`). */
-export function encodeV2TextRequest(req: InferenceRequest): {
-  value: Buffer;
-  headers: Record<string, string>;
-} {
+/**
+ * A request as V2 JSON (backfill submission, tests, the demo, `encodeRequest(…, "v2-json")`): its
+ * tensors when it has them, else its text as one BYTES input.
+ */
+export function encodeV2Request(req: InferenceRequest): { value: Buffer; headers: Record<string, string> } {
+  const inputs = req.tensors?.inputs ?? [{ name: "text", shape: [1], datatype: "BYTES", data: [req.text] }];
   const body = {
     id: req.id,
     ...(req.deadlineMs ? { parameters: { deadline_ms: req.deadlineMs } } : {}),
-    inputs: [{ name: "text", shape: [1], datatype: "BYTES", data: [req.text] }],
+    inputs,
+    ...(req.tensors?.outputs ? { outputs: req.tensors.outputs.map((name) => ({ name })) } : {}),
   };
   return {
     value: Buffer.from(JSON.stringify(body), "utf8"),
