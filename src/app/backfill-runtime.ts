@@ -146,7 +146,11 @@ function outcomeReader(config: SluiceConfig): RunOutcomeReader {
 async function expectedModelVersion(config: SluiceConfig): Promise<string | null> {
   try {
     const o = await modelRunnerOptionsFromConfig(config, (line) => process.stderr.write(`model: ${line}\n`));
-    const [model, tokenizer] = await Promise.all([readFile(o.modelPath), readFile(o.tokenizerPath)]);
+    // A tensor model has no tokenizer (empty path): its fingerprint covers the model file alone.
+    const [model, tokenizer] = await Promise.all([
+      readFile(o.modelPath),
+      o.tokenizerPath === "" ? new Uint8Array() : readFile(o.tokenizerPath),
+    ]);
     return fingerprintModel(model, tokenizer).version;
   } catch (error) {
     process.stderr.write(

@@ -8,7 +8,7 @@ import type { SluiceConfig } from "../config/config-schema.js";
 import type { ModelSettings } from "../config/model-settings.js";
 import { createKafka } from "../kafka/kafka-client.js";
 import { KafkaTopicSink } from "../kafka/kafka-topic-sink.js";
-import { ModelRunner } from "../model/model-runner.js";
+import { loadModel } from "../model/model-loader.js";
 import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
 import { resolveWorkerCount } from "../model/worker-count.js";
 import { type BatchSeams, installedBatchSeams } from "./batch-seams.js";
@@ -92,7 +92,7 @@ export async function createBatchRuntime(
   sink = seams.wrapSink?.(sink) ?? sink;
 
   const m = config.model;
-  const model = await ModelRunner.create(await batchModelOptions(config)).catch(async (error: unknown) => {
+  const model = await loadModel(await batchModelOptions(config)).catch(async (error: unknown) => {
     await Promise.allSettled([source.close(), sink.close()]);
     throw error;
   });

@@ -1,4 +1,5 @@
 import type { BatchSource } from "../batch/batch-source.js";
+import type { FeatureColumns } from "../batch/feature-rows.js";
 import { FileSource, fileFormatOf } from "../batch/file-source.js";
 import type { SluiceConfig } from "../config/config-schema.js";
 import { RequestDecoder } from "../contracts/request-codec.js";
@@ -21,6 +22,10 @@ export interface BatchSourceRequest {
   idField?: string;
   /** Default config batch.textField. */
   textField?: string;
+  /** Tensor models, file inputs: feature columns read as one FP32 input (`--features a,b,c`). */
+  features?: string[];
+  /** The model input `features` feed (`--feature-input`). */
+  featureInput?: string;
   /** Topic inputs only: range start and (exclusive) end specs (src/batch/offset-spec.ts). */
   from?: string;
   to?: string;
@@ -34,6 +39,8 @@ export interface InputSettings {
   inputFormat: string;
   idField: string;
   textField: string;
+  /** `--features` and `--feature-input`, when given. */
+  features?: string;
 }
 
 /**
@@ -75,10 +82,33 @@ export function createBatchSource(
     ["jsonl", "csv"],
     "--input-format",
   );
+  const features = featureColumnsOf(request);
   return {
-    source: new FileSource({ path: request.input, format, idField, textField }),
-    inputSettings: { inputFormat: format, idField, textField },
+    source: new FileSource({
+      path: request.input,
+      format,
+      idField,
+      textField,
+      ...(features ? { features } : {}),
+    }),
+    inputSettings: {
+      inputFormat: format,
+      idField,
+      textField,
+      ...(features ? { features: `${features.input}=${features.columns.join(",")}` } : {}),
+    },
   };
+}
+
+function featureColumnsOf(request: BatchSourceRequest): FeatureColumns | undefined {
+  if (request.features === undefined || request.features.length === 0) return undefined;
+  if (request.featureInput === undefined) {
+    throw new SluiceError(
+      "CONFIG_INVALID",
+      "--features needs --feature-input NAME: the model input the columns feed (`sluice model info` lists them)",
+    );
+  }
+  return { columns: request.features, input: request.featureInput };
 }
 
 /** `kafka:TOPIC` → TOPIC; anything else is a path → null. */

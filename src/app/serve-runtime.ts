@@ -8,7 +8,7 @@ import { KafkaHeartbeatSink } from "../kafka/kafka-heartbeat-sink.js";
 import { kafkaLagReaders } from "../kafka/kafka-lag-readers.js";
 import { RunManifestFeed } from "../kafka/run-manifest-feed.js";
 import { ensureTopics } from "../kafka/topic-admin.js";
-import { ModelRunner } from "../model/model-runner.js";
+import { type LoadedModel, loadModel } from "../model/model-loader.js";
 import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
 import { BackfillRunBoard } from "../observability/backfill-run-board.js";
 import { BatchLog } from "../observability/batch-log.js";
@@ -29,7 +29,7 @@ import { createWireCodecs } from "./wire-codecs.js";
 export interface ServeRuntime {
   processor: StreamProcessor;
   events: SluiceEvents;
-  model: ModelRunner;
+  model: LoadedModel;
   /** Base URL of the metrics/health server, e.g. `http://127.0.0.1:9464`. */
   metricsUrl: string;
   /** Resolves when the runtime stops by itself after a fatal error (with that error). */
@@ -112,7 +112,7 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
     replicationFactor: config.topics.replicationFactor,
   });
 
-  const model = await ModelRunner.create(
+  const model = await loadModel(
     await modelRunnerOptionsFromConfig(config, (line) => logger.info({ component: "model-fetch" }, line)),
   );
   events.emit("model.loaded", {

@@ -141,6 +141,12 @@ export class BackfillSubmission {
       rowsRead = item.row + 1;
       if (item.error) {
         invalid.push({ row: item.row, code: item.error.code, message: item.error.message });
+      } else if (item.tensors !== undefined && this.opts.codec !== "v2-json") {
+        invalid.push({
+          row: item.row,
+          code: "SCHEMA_VIOLATION",
+          message: `row ${item.row} carries tensors, which only topics.requestCodec v2-json can submit`,
+        });
       } else if (typeof item.text !== "string") {
         invalid.push({
           row: item.row,
@@ -149,7 +155,12 @@ export class BackfillSubmission {
         });
       } else {
         const encoded = encodeRequest(
-          { id: item.id, text: item.text, attributes: item.attributes },
+          {
+            id: item.id,
+            text: item.text,
+            attributes: item.attributes,
+            ...(item.tensors ? { tensors: item.tensors } : {}),
+          },
           this.opts.codec,
         );
         if (encoded.value.length > this.opts.maxRecordBytes) {

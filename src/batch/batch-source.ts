@@ -1,3 +1,4 @@
+import type { TensorInputs } from "../contracts/tensor.js";
 import type { InputDescription } from "./run-provenance.js";
 
 /**
@@ -9,6 +10,8 @@ export interface BatchItem {
   /** Request id; for rows without a usable id, a stable placeholder `#row-N` and `error` is set. */
   id: string;
   text: unknown;
+  /** The row's tensors, for `model.task: tensor` (a V2 request line, or `--features` columns). */
+  tensors?: TensorInputs;
   attributes: Record<string, string> | null;
   /** Where a topic row came from (absent for files). */
   source?: { topic: string; partition: number; offset: string; timestampMs: number };

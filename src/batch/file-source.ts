@@ -6,6 +6,7 @@ import { StringDecoder } from "node:string_decoder";
 import { SluiceError } from "../sluice-error.js";
 import type { BatchItem, BatchSource } from "./batch-source.js";
 import { CsvReader } from "./csv-reader.js";
+import { type FeatureColumns, featureTensor, isV2Request, v2RequestRow } from "./feature-rows.js";
 import type { InputDescription } from "./run-provenance.js";
 
 export type FileFormat = "jsonl" | "csv";
@@ -23,6 +24,8 @@ export interface FileSourceOptions {
   idField: string;
   /** Column / field holding the text (config `batch.textField`). */
   textField: string;
+  /** Tensor models: feature columns read as one FP32 input instead of the text (`--features`). */
+  features?: FeatureColumns;
 }
 
 /**
@@ -35,8 +38,10 @@ export class FileSource implements BatchSource {
   private readonly format: FileFormat;
   private readonly idField: string;
   private readonly textField: string;
+  private readonly features: FeatureColumns | undefined;
 
   constructor(opts: FileSourceOptions) {
+    this.features = opts.features;
     this.path = resolve(opts.path);
     this.format = opts.format;
     this.idField = opts.idField;
@@ -150,28 +155,57 @@ export class FileSource implements BatchSource {
     const obj = parsed as Record<string, unknown>;
     const rawId = obj[this.idField];
     const id = typeof rawId === "string" ? rawId : typeof rawId === "number" ? String(rawId) : "";
+    if (this.features === undefined && isV2Request(obj)) {
+      const v2 = v2RequestRow(line, id, row);
+      if (!v2.ok) return failed(row, v2.code, v2.message);
+      return { row, id: v2.id as string, text: "", tensors: v2.tensors, attributes: null };
+    }
     if (id === "") {
       return failed(row, "MISSING_ID", `row ${row} has no string or number "${this.idField}" (--id-field)`);
     }
-    return { row, id, text: obj[this.textField], attributes: stringMap(obj["attributes"]) };
+    const item: BatchItem = { row, id, text: obj[this.textField], attributes: stringMap(obj["attributes"]) };
+    return this.withFeatures(
+      item,
+      this.features?.columns.map((c) => obj[c]),
+    );
+  }
+
+  /** With `--features`: the row's feature values as its tensors (a bad value fails the row). */
+  private withFeatures(item: BatchItem, values: unknown[] | undefined): BatchItem {
+    if (this.features === undefined || values === undefined) return item;
+    const t = featureTensor(this.features, values, item.row);
+    if (!t.ok) return { ...failed(item.row, t.code, t.message), id: item.id };
+    return { ...item, text: "", tensors: t.tensors };
   }
 
   private readHeader(record: string[]): { id: number; text: number; names: string[] } {
     const id = record.indexOf(this.idField);
     const text = record.indexOf(this.textField);
-    if (id === -1 || text === -1) {
+    const needed = [
+      this.idField,
+      ...(this.features === undefined ? [this.textField] : this.features.columns),
+    ];
+    if (needed.some((c) => !record.includes(c))) {
       throw new SluiceError(
         "INPUT_INVALID",
-        `CSV header of ${this.path} has columns [${record.join(", ")}]; it needs "${this.idField}" and "${this.textField}" (set --id-field / --text-field)`,
+        `CSV header of ${this.path} has columns [${record.join(", ")}]; it needs ${needed.map((c) => `"${c}"`).join(" and ")} (set --id-field / ${this.features === undefined ? "--text-field" : "--features"})`,
       );
     }
     return { id, text, names: record };
   }
 
-  private fromCsvRecord(record: string[], header: { id: number; text: number }, row: number): BatchItem {
+  private fromCsvRecord(
+    record: string[],
+    header: { id: number; text: number; names: string[] },
+    row: number,
+  ): BatchItem {
     const id = record[header.id] ?? "";
     if (id === "") return failed(row, "MISSING_ID", `row ${row} has an empty "${this.idField}" column`);
-    return { row, id, text: record[header.text] ?? "", attributes: null };
+    const item: BatchItem = { row, id, text: record[header.text] ?? "", attributes: null };
+    return this.withFeatures(
+      item,
+      this.features?.columns.map((c) => record[header.names.indexOf(c)]),
+    );
   }
 }
 

@@ -1,6 +1,6 @@
 import type { SluiceEvents } from "../events/sluice-events.js";
 import { InFlightRunner } from "../microbatch/in-flight-runner.js";
-import { type ItemOutcome, type ModelPort, runBatch } from "../model/model-port.js";
+import { type ItemOutcome, type ModelPort, modelInputOf, runBatch } from "../model/model-port.js";
 import type { BatchProgressSink } from "./batch-progress-sink.js";
 import type { BatchResultRow, FailureRecord } from "./batch-sink.js";
 import type { BatchItem } from "./batch-source.js";
@@ -88,7 +88,7 @@ export class ShardScorer {
         if (failure) return;
         const { outcomes: out, stats } = await runBatch(
           model,
-          batch.map((i) => items[i]!.text),
+          batch.map((i) => modelInputOf(model.task, items[i]!)),
           "throw",
         );
         let failed = 0;

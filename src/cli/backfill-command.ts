@@ -3,7 +3,7 @@ import { backfillStatus, exportBackfill, submitBackfill } from "../app/backfill-
 import { splitRangeSpec } from "../batch/offset-spec.js";
 import { SluiceError } from "../sluice-error.js";
 import { BackfillStatusView } from "./backfill-status-view.js";
-import { intOption } from "./batch-command.js";
+import { featureRequest, intOption } from "./batch-command.js";
 import { loadCommandConfig } from "./config-command.js";
 
 interface SubmitOptions {
@@ -12,6 +12,8 @@ interface SubmitOptions {
   inputFormat?: string;
   idField?: string;
   textField?: string;
+  features?: string;
+  featureInput?: string;
   from?: string;
   to?: string;
   range?: string;
@@ -35,6 +37,8 @@ export function register(program: Command): void {
     .option("--input-format <format>", "jsonl or csv (default: from the file extension)")
     .option("--id-field <name>", "input field/column holding the id (default: config batch.idField)")
     .option("--text-field <name>", "input field/column holding the text (default: config batch.textField)")
+    .option("--features <columns>", "tensor models: comma-separated feature columns read as one FP32 input")
+    .option("--feature-input <name>", "tensor models: the model input --features feed")
     .option("--from <spec>", "topic input start: earliest | P:OFFSET[,P:OFFSET] | ISO timestamp (inclusive)")
     .option("--to <spec>", "topic input end: latest | P:OFFSET[,P:OFFSET] | ISO timestamp (exclusive)")
     .option("--range <spec>", "topic input offsets P:START-P:END[,...] (instead of --from/--to)")
@@ -53,6 +57,7 @@ export function register(program: Command): void {
           inputFormat: opts.inputFormat,
           idField: opts.idField,
           textField: opts.textField,
+          ...featureRequest(opts),
           from: range.from,
           to: range.to,
           chunkRows: intOption("--chunk-rows", opts.chunkRows),

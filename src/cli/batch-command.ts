@@ -15,6 +15,8 @@ interface BatchCliOptions {
   inputFormat?: string;
   idField?: string;
   textField?: string;
+  features?: string;
+  featureInput?: string;
   shardSize?: string;
   batchSize?: string;
   from?: string;
@@ -42,6 +44,8 @@ export function register(program: Command): void {
     .option("--input-format <format>", "jsonl or csv (default: from the file extension)")
     .option("--id-field <name>", "input field/column holding the id (default: config batch.idField)")
     .option("--text-field <name>", "input field/column holding the text (default: config batch.textField)")
+    .option("--features <columns>", "tensor models: comma-separated feature columns read as one FP32 input")
+    .option("--feature-input <name>", "tensor models: the model input --features feed")
     .option(
       "--shard-size <rows>",
       "rows per shard, the unit of checkpointing (default: config batch.shardSize)",
@@ -83,6 +87,7 @@ async function runBatchCommand(opts: BatchCliOptions, config: SluiceConfig): Pro
     inputFormat: opts.inputFormat,
     idField: opts.idField,
     textField: opts.textField,
+    ...featureRequest(opts),
     shardSize: optionalIntOption("--shard-size", opts.shardSize),
     batchSize: optionalIntOption("--batch-size", opts.batchSize),
     from: range.from,
@@ -127,4 +132,15 @@ export function intOption(flag: string, value: string): number {
     throw new SluiceError("CONFIG_INVALID", `${flag} must be a positive integer, got "${value}"`);
   }
   return n;
+}
+
+/** `--features a,b,c` and `--feature-input NAME` as a source request's fields (batch and backfill submit). */
+export function featureRequest(opts: { features?: string; featureInput?: string }): {
+  features?: string[];
+  featureInput?: string;
+} {
+  return {
+    ...(opts.features ? { features: opts.features.split(",").map((c) => c.trim()) } : {}),
+    ...(opts.featureInput ? { featureInput: opts.featureInput } : {}),
+  };
 }

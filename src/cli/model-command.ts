@@ -4,11 +4,12 @@ import type { SluiceConfig } from "../config/config-schema.js";
 import { envNameFor } from "../config/env-overrides.js";
 import type { ModelSettings } from "../config/model-settings.js";
 import { DEFAULT_MODEL, ensureDefaultModel } from "../model/default-model.js";
+import { loadModel } from "../model/model-loader.js";
 import type { ModelPort } from "../model/model-port.js";
-import { ModelRunner } from "../model/model-runner.js";
 import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
 import { NoopModel } from "../model/noop-model.js";
 import { loadCommandConfig } from "./config-command.js";
+import { tensorSignatureLines } from "./tensor-signature-view.js";
 
 /** Flags shared by `model info` and `infer`; unset flags fall back to the configuration's `model` section. */
 export interface ModelFlags {
@@ -27,7 +28,7 @@ export function addModelFlags(command: Command): Command {
       "ONNX model file (default: config model.path, else the fetched default model); `noop` = zero embeddings",
     )
     .option("--tokenizer <file>", "tokenizer.json for --model (default: tokenizer.json next to the model)")
-    .option("--task <task>", "embedding | classification")
+    .option("--task <task>", "embedding | classification | tensor")
     .option("--pooling <pooling>", "cls | mean (embedding models)")
     .option("--labels <list>", "comma-separated class labels (classification)")
     .option("--models-dir <dir>", "where the default model is cached (default ./models)");
@@ -78,7 +79,7 @@ export async function modelRunnerOptionsFrom(command: Command, flags: ModelFlags
 /** `--model noop` gives the no-op model (Kafka-ceiling benchmarks); anything else a real runner. */
 export async function openModel(command: Command, flags: ModelFlags): Promise<ModelPort> {
   if (flags.model === "noop") return new NoopModel();
-  return ModelRunner.create(await modelRunnerOptionsFrom(command, flags));
+  return loadModel(await modelRunnerOptionsFrom(command, flags));
 }
 
 export function register(program: Command): void {
@@ -118,11 +119,15 @@ export function register(program: Command): void {
         );
         return;
       }
-      const runner = await ModelRunner.create(await modelRunnerOptionsFrom(command, flags));
+      const runner = await loadModel(await modelRunnerOptionsFrom(command, flags));
       try {
         const d = runner.description;
         if (flags.json) {
           process.stdout.write(`${JSON.stringify(d, null, 2)}\n`);
+          return;
+        }
+        if ("signature" in d) {
+          process.stdout.write(`${tensorSignatureLines(d).join("\n")}\n`);
           return;
         }
         const shape = (s: (number | string)[]) => `[${s.join(", ")}]`;

@@ -49,16 +49,16 @@ export const topicsSchema = z
       .optional()
       .describe("Topic results of the backfill lane go to; unset = topics.results."),
     requestCodec: z
-      .enum(["json", "avro", "avro-registry"])
+      .enum(["json", "avro", "avro-registry", "v2-json"])
       .default("json")
       .describe(
-        "Encoding of request records (avro-registry = schema registry wire format, needs schemaRegistry.url).",
+        "Encoding of request records (avro-registry = schema registry wire format, needs schemaRegistry.url; v2-json = Open Inference Protocol JSON, docs/contracts.md).",
       ),
     resultCodec: z
-      .enum(["json", "avro", "avro-registry"])
+      .enum(["json", "avro", "avro-registry", "v2-json"])
       .default("json")
       .describe(
-        "Encoding of result records (avro-registry = schema registry wire format, needs schemaRegistry.url).",
+        "Encoding of result records (avro-registry = schema registry wire format, needs schemaRegistry.url; v2-json = Open Inference Protocol JSON, docs/contracts.md).",
       ),
     partitions: positiveInt().default(3).describe("Partitions used when Sluice creates topics."),
     replicationFactor: positiveInt()
@@ -177,7 +177,12 @@ export const modelSchema = z
       .min(1)
       .optional()
       .describe("tokenizer.json; unset = tokenizer.json next to the model file (the default model has one)."),
-    task: z.enum(["embedding", "classification"]).default("embedding").describe("What the model computes."),
+    task: z
+      .enum(["embedding", "classification", "tensor"])
+      .default("embedding")
+      .describe(
+        "What the model computes: embedding or classification of text (tokenizer), or tensor = any ONNX model fed named tensors (V2 requests, no tokenizer).",
+      ),
     pooling: z.enum(["cls", "mean"]).default("cls").describe("Embedding pooling (BGE uses cls)."),
     normalize: z.boolean().default(true).describe("L2-normalise embeddings."),
     maxSequenceTokens: positiveInt()
@@ -363,6 +368,15 @@ export const sluiceConfigSchema = z
         path: ["batching", "maxQueuedRecords"],
         input: c.batching.maxQueuedRecords,
         message: `must be at least batching.maxBatchSize (${c.batching.maxBatchSize}) or batches never fill`,
+      });
+    }
+    if (c.model.task === "tensor" && c.topics.resultCodec !== "json" && c.topics.resultCodec !== "v2-json") {
+      ctx.addIssue({
+        code: "custom",
+        path: ["topics", "resultCodec"],
+        input: c.topics.resultCodec,
+        message:
+          "must be json or v2-json when model.task is tensor (the Avro result schema has no tensor outputs)",
       });
     }
     for (const key of ["requestCodec", "resultCodec"] as const) {

@@ -15,6 +15,8 @@ export type ModelSettings = Omit<SluiceConfig["model"], "path" | "tokenizerPath"
   tokenizerPath: string;
   /** `batching.bucketing`: sort a batch by token length and run length-homogeneous sub-batches. */
   bucketing: boolean;
+  /** `batching.maxBatchSize`: most rows one tensor request may carry (model.task tensor). */
+  maxRequestRows: number;
 };
 
 /** Any `model` key (as a config file would give it) and `bucketing` may be left out; the files may not. */
@@ -22,13 +24,15 @@ export type ModelSettingsInput = Omit<z.input<typeof modelSchema>, "path" | "tok
   modelPath: string;
   tokenizerPath: string;
   bucketing?: boolean;
+  maxRequestRows?: number;
 };
 
 const settingsSchema = z.strictObject({
   modelPath: z.string().min(1),
-  tokenizerPath: z.string().min(1),
+  // Empty for model.task tensor, which has no tokenizer.
+  tokenizerPath: z.string(),
   model: modelSchema.omit({ path: true, tokenizerPath: true }),
-  batching: batchingSchema.pick({ bucketing: true }),
+  batching: batchingSchema.pick({ bucketing: true, maxBatchSize: true }),
 });
 
 /**
@@ -37,12 +41,16 @@ const settingsSchema = z.strictObject({
  * configuration instead (`modelRunnerOptionsFromConfig`). Throws `CONFIG_INVALID` naming the key.
  */
 export function modelSettings(input: ModelSettingsInput): ModelSettings {
-  const { modelPath, tokenizerPath, bucketing, ...model } = input;
-  const given = { modelPath, tokenizerPath, model, batching: bucketing === undefined ? {} : { bucketing } };
+  const { modelPath, tokenizerPath, bucketing, maxRequestRows, ...model } = input;
+  const batchingGiven = {
+    ...(bucketing === undefined ? {} : { bucketing }),
+    ...(maxRequestRows === undefined ? {} : { maxBatchSize: maxRequestRows }),
+  };
+  const given = { modelPath, tokenizerPath, model, batching: batchingGiven };
   const parsed = settingsSchema.safeParse(given);
   if (!parsed.success) {
     throw new SluiceError("CONFIG_INVALID", formatIssues(parsed.error.issues, given, new Map()));
   }
   const { model: resolved, batching, ...files } = parsed.data;
-  return { ...resolved, ...files, bucketing: batching.bucketing };
+  return { ...resolved, ...files, bucketing: batching.bucketing, maxRequestRows: batching.maxBatchSize };
 }

@@ -2,7 +2,7 @@
  * Wire codecs and the `content-type` header that selects one per record. A record's header wins;
  * without one the topic's configured codec applies.
  */
-export type Codec = "json" | "avro" | "avro-registry";
+export type Codec = "json" | "avro" | "avro-registry" | "v2-json";
 
 /** Structurally the same as kafkajs `IHeaders`, so contracts need nothing from the Kafka layer. */
 export type RecordHeaders = Record<string, Buffer | string | (Buffer | string)[] | undefined>;
@@ -15,6 +15,8 @@ const CONTENT_TYPES: Record<Codec, string> = {
   // Not a registered media type: Sluice's label for the Confluent wire format (magic byte, schema id,
   // Avro binary; see registry-wire.ts). Standard deserializers ignore headers.
   "avro-registry": "application/vnd.confluent.avro",
+  // The Open Inference Protocol's JSON (v2-json-codec.ts) is plain JSON on the wire, as MLServer writes it.
+  "v2-json": "application/json",
 };
 
 /** The `content-type` value Sluice writes for a codec. */
@@ -22,7 +24,7 @@ export function contentTypeFor(codec: Codec): string {
   return CONTENT_TYPES[codec];
 }
 
-export const CODECS: readonly Codec[] = ["json", "avro", "avro-registry"];
+export const CODECS: readonly Codec[] = ["json", "avro", "avro-registry", "v2-json"];
 
 export function isCodec(value: unknown): value is Codec {
   return (CODECS as readonly unknown[]).includes(value);
@@ -31,7 +33,8 @@ export function isCodec(value: unknown): value is Codec {
 /**
  * Codec named by a record's `content-type` header: `{codec}` when recognised, `{codec: fallback}` when
  * the header is absent, `{unsupported}` (the raw value) when it names something Sluice cannot read.
- * Parameters such as `; charset=utf-8` are ignored; matching is case-insensitive.
+ * Parameters such as `; charset=utf-8` are ignored; matching is case-insensitive. `application/json` on
+ * a topic whose codec is v2-json means V2 JSON: both are JSON, and the topic's setting tells them apart.
  */
 export function codecFromHeaders(
   headers: RecordHeaders | undefined,
@@ -45,7 +48,7 @@ export function codecFromHeaders(
       return { codec: fallback };
     case "application/json":
     case "text/json":
-      return { codec: "json" };
+      return { codec: fallback === "v2-json" ? "v2-json" : "json" };
     case "application/avro":
     case "avro/binary":
     case "application/x-avro-binary":

@@ -1,6 +1,8 @@
+import type { TensorInputs, TensorOutput } from "./tensor.js";
+
 /**
  * Request and result contracts (DESIGN.md §4). `schemas/*.avsc` are the source of truth;
- * these types mirror them field for field.
+ * these types mirror them field for field. Tensor requests and outputs (V2 JSON only) are in tensor.ts.
  */
 export interface InferenceRequest {
   /** Required; producers should also use it as the Kafka key so duplicates land on one partition. */
@@ -10,6 +12,8 @@ export interface InferenceRequest {
   deadlineMs?: number | null;
   /** Passed through untouched to the result. */
   attributes?: Record<string, string> | null;
+  /** The tensors of a V2 request (topics.requestCodec v2-json); absent for text requests. */
+  tensors?: TensorInputs | null;
 }
 
 export type ResultStatus = "ok" | "expired" | "rejected" | "error" | "fallback";
@@ -24,7 +28,8 @@ export const FALLBACK_REASONS: readonly FallbackReason[] = ["deadline", "model_e
 
 export type InferenceOutput =
   | { embedding: number[]; label?: undefined; scores?: undefined }
-  | { label: string; scores: Record<string, number>; embedding?: undefined };
+  | { label: string; scores: Record<string, number>; embedding?: undefined }
+  | (TensorOutput & { embedding?: undefined; label?: undefined; scores?: undefined });
 
 export interface ModelIdentity {
   name: string;

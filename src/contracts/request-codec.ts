@@ -1,8 +1,16 @@
 import { avroType } from "./avro-schemas.js";
 import { type Codec, codecFromHeaders, contentTypeFor, isCodec, type RecordHeaders } from "./codec.js";
+import {
+  type DecodeOutcome,
+  describe,
+  fail,
+  truncateForMessage,
+  validateDeadline,
+} from "./decode-outcome.js";
 import type { InferenceRequest } from "./inference.js";
 import { frameRegistryPayload, parseRegistryFrame, registrySchemaIdOf } from "./registry-wire.js";
 import type { RequestWriterSchemas } from "./request-writer-schemas.js";
+import { decodeV2Request, encodeV2Request } from "./v2-json-codec.js";
 
 /**
  * Decoding and encoding of inference requests (schemas/inference-request.avsc).
@@ -17,30 +25,14 @@ import type { RequestWriterSchemas } from "./request-writer-schemas.js";
  *   5138 read as seconds) is SCHEMA_VIOLATION: such values are epoch seconds by mistake, and taken as
  *   milliseconds they would silently expire every request.
  * - Error messages name the field and the expected type, never the payload text.
+ * - V2 JSON (Open Inference Protocol) requests are decoded by v2-json-codec.ts.
  */
-export type DecodeFailureCode =
-  | "DECODE_FAILED"
-  | "SCHEMA_VIOLATION"
-  | "MISSING_ID"
-  | "PAYLOAD_TOO_LARGE"
-  | "WRONG_MAGIC_BYTE"
-  | "UNKNOWN_SCHEMA_ID"
-  | "SCHEMA_UNRESOLVABLE";
-
-/** Failures of reading the bytes (dead-letter stage `decode`); the others are stage `validate`. */
-export const DECODE_STAGE_CODES: ReadonlySet<DecodeFailureCode> = new Set([
-  "DECODE_FAILED",
-  "WRONG_MAGIC_BYTE",
-  "UNKNOWN_SCHEMA_ID",
-  "SCHEMA_UNRESOLVABLE",
-]);
-
-/** Smallest accepted `deadlineMs` (see the file comment): 1e11 ms = 1973-03-03T09:46:40Z. */
-export const MIN_DEADLINE_MS = 100_000_000_000;
-
-export type DecodeOutcome =
-  | { ok: true; request: InferenceRequest }
-  | { ok: false; code: DecodeFailureCode; message: string };
+export {
+  DECODE_STAGE_CODES,
+  type DecodeFailureCode,
+  type DecodeOutcome,
+  MIN_DEADLINE_MS,
+} from "./decode-outcome.js";
 
 export interface RequestDecoderOptions {
   /** Codec for records without a `content-type` header (the topic's configured codec). */
@@ -62,7 +54,7 @@ export class RequestDecoder {
   constructor(opts: RequestDecoderOptions) {
     if (!isCodec(opts.defaultCodec)) {
       throw new Error(
-        `RequestDecoder: defaultCodec must be "json", "avro" or "avro-registry", got ${String(opts.defaultCodec)}`,
+        `RequestDecoder: defaultCodec must be "json", "avro", "avro-registry" or "v2-json", got ${String(opts.defaultCodec)}`,
       );
     }
     if (opts.defaultCodec === "avro-registry" && opts.writerSchemas === undefined) {
@@ -105,6 +97,8 @@ export class RequestDecoder {
         return decodeAvro(value);
       case "avro-registry":
         return this.decodeRegistry(value);
+      case "v2-json":
+        return decodeV2Request(value, headers);
     }
   }
 
@@ -221,21 +215,8 @@ function validate(obj: Record<string, unknown>): DecodeOutcome {
   if (typeof text !== "string") {
     return fail("SCHEMA_VIOLATION", `"text" is ${describe(text)}; expected a string`);
   }
-  if (deadlineMs !== undefined && deadlineMs !== null) {
-    if (typeof deadlineMs !== "number" || !Number.isFinite(deadlineMs)) {
-      return fail(
-        "SCHEMA_VIOLATION",
-        `"deadlineMs" is ${describe(deadlineMs)}; expected epoch milliseconds (a finite number) or null`,
-      );
-    }
-    if (deadlineMs < MIN_DEADLINE_MS) {
-      return fail(
-        "SCHEMA_VIOLATION",
-        `"deadlineMs" is ${deadlineMs}, which is not epoch milliseconds (values below ${MIN_DEADLINE_MS} are before 1973); ` +
-          "if it is epoch seconds, multiply by 1000",
-      );
-    }
-  }
+  const deadlineProblem = validateDeadline(deadlineMs, "deadlineMs");
+  if (deadlineProblem !== undefined) return deadlineProblem;
   if (attributes !== undefined && attributes !== null) {
     if (typeof attributes !== "object" || Array.isArray(attributes)) {
       return fail(
@@ -277,6 +258,10 @@ export function encodeRequest(
     deadlineMs: req.deadlineMs ?? null,
     attributes: req.attributes ?? null,
   };
+  if (codec === "v2-json") return encodeV2Request(req);
+  if (req.tensors) {
+    throw new Error(`encodeRequest: a request with tensors needs the v2-json codec, not ${codec}`);
+  }
   let value: Buffer;
   if (codec === "json") value = Buffer.from(JSON.stringify(normalized), "utf8");
   else value = avroType("inference-request").toBuffer(normalized);
@@ -287,21 +272,4 @@ export function encodeRequest(
     value = frameRegistryPayload(registrySchemaId, value);
   }
   return { value, headers: { "content-type": contentTypeFor(codec) } };
-}
-
-function fail(code: DecodeFailureCode, message: string): DecodeOutcome {
-  return { ok: false, code, message };
-}
-
-/** Type description for messages; deliberately never echoes the value itself. */
-function describe(value: unknown): string {
-  if (value === undefined) return "missing";
-  if (value === null) return "null";
-  if (Array.isArray(value)) return "an array";
-  if (typeof value === "number" && !Number.isFinite(value)) return "a non-finite number";
-  return typeof value === "object" ? "an object" : `a ${typeof value}`;
-}
-
-function truncateForMessage(s: string, max = 120): string {
-  return s.length <= max ? s : `${s.slice(0, max)}…`;
 }

@@ -2,6 +2,7 @@ import { avroType } from "./avro-schemas.js";
 import { type Codec, codecFromHeaders, contentTypeFor, isCodec, type RecordHeaders } from "./codec.js";
 import type { FallbackReason, InferenceOutput, InferenceResult, ResultStatus } from "./inference.js";
 import { frameRegistryPayload } from "./registry-wire.js";
+import { encodeV2Result } from "./v2-json-codec.js";
 
 /**
  * Encoding of results (schemas/inference-result.avsc). JSON carries embeddings as plain numbers;
@@ -26,7 +27,7 @@ export class ResultEncoder {
   constructor(opts: ResultEncoderOptions) {
     if (!isCodec(opts.codec)) {
       throw new Error(
-        `ResultEncoder: codec must be "json", "avro" or "avro-registry", got ${String(opts.codec)}`,
+        `ResultEncoder: codec must be "json", "avro", "avro-registry" or "v2-json", got ${String(opts.codec)}`,
       );
     }
     if (opts.codec === "avro-registry" && !Number.isInteger(opts.registrySchemaId)) {
@@ -39,6 +40,7 @@ export class ResultEncoder {
   }
 
   encode(result: InferenceResult): { value: Buffer; headers: Record<string, string> } {
+    if (this.codec === "v2-json") return encodeV2Result(result);
     const headers = { ...this.headers };
     if (this.codec === "avro") {
       return { value: avroType("inference-result").toBuffer(toAvro(result)), headers };
@@ -65,6 +67,9 @@ export function decodeResult(
     throw new Error(
       `decodeResult: unsupported content-type "${selected.unsupported}"; expected JSON or Avro`,
     );
+  }
+  if (selected.codec === "v2-json") {
+    throw new Error("decodeResult: the value is a V2 inference response; read it with decodeV2Response");
   }
   if (selected.codec === "avro-registry") {
     throw new Error(
@@ -104,6 +109,7 @@ interface AvroResult
 
 function normalizeOutput(output: InferenceOutput | null | undefined): InferenceOutput | null {
   if (output === null || output === undefined) return null;
+  if ("tensors" in output && output.tensors !== undefined) return { tensors: output.tensors };
   if (output.embedding !== undefined && output.embedding !== null) {
     // Typed arrays would serialise as objects in JSON and fail avsc's array check.
     const embedding = Array.isArray(output.embedding)
@@ -140,6 +146,12 @@ function normalize(result: InferenceResult): InferenceResult {
 function toAvro(result: InferenceResult): AvroResult {
   const n = normalize(result);
   const out = n.output;
+  if (out !== null && "tensors" in out && out.tensors !== undefined) {
+    // The config schema refuses model.task tensor with an Avro result codec; this is the backstop.
+    throw new Error(
+      "ResultEncoder: tensor outputs have no Avro encoding; use topics.resultCodec json or v2-json",
+    );
+  }
   return {
     ...n,
     output:
@@ -147,7 +159,7 @@ function toAvro(result: InferenceResult): AvroResult {
         ? null
         : out.embedding !== undefined
           ? { embedding: out.embedding, label: null, scores: null }
-          : { embedding: null, label: out.label, scores: out.scores },
+          : { embedding: null, label: out.label as string, scores: out.scores as Record<string, number> },
     // The Avro status enum keeps its original symbols: readers of the first schema have no enum
     // default, so a new symbol would make every new record unreadable for them (docs/contracts.md).
     // A fallback result is `ok` plus `fallbackReason` on the Avro wire.

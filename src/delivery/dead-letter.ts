@@ -27,6 +27,11 @@ export interface DeadLetterError {
   /** Must not contain payload text; cut to MAX_ERROR_MESSAGE_CHARS. */
   message: string;
   stage: DeadLetterStage;
+  /**
+   * More context headers, named without the `sluice.error.` prefix: a tensor that does not fit the
+   * model carries `input`, `expected-shape`/`actual-shape` or `expected-datatype`/`actual-datatype`.
+   */
+  context?: Record<string, string>;
 }
 
 export interface DeadLetterRecord {
@@ -110,7 +115,10 @@ function errorHeaders(
     error.message.length > MAX_ERROR_MESSAGE_CHARS
       ? `${error.message.slice(0, MAX_ERROR_MESSAGE_CHARS - 1)}…`
       : error.message;
+  const context: Record<string, string> = {};
+  for (const [name, value] of Object.entries(error.context ?? {})) context[`sluice.error.${name}`] = value;
   return {
+    ...context,
     [DEAD_LETTER_HEADERS.code]: error.code,
     [DEAD_LETTER_HEADERS.message]: message,
     [DEAD_LETTER_HEADERS.stage]: error.stage,

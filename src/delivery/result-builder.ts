@@ -58,7 +58,10 @@ export interface ResultContext {
 
 export type OutcomeRoute =
   | { kind: "result"; result: InferenceResult }
-  | { kind: "dead_letter"; error: { code: string; message: string; stage: "model" } };
+  | {
+      kind: "dead_letter";
+      error: { code: string; message: string; stage: "model" | "validate"; context?: Record<string, string> };
+    };
 
 export function statusOf(outcome: ResultOutcome): ResultStatus {
   if (outcome.ok) return "fallbackReason" in outcome ? "fallback" : "ok";
@@ -104,10 +107,20 @@ export function buildResult(ctx: ResultContext, outcome: ResultOutcome): Inferen
   };
 }
 
-/** Streaming rule: status error → dead letter (stage model); everything else → result. */
+/**
+ * Streaming rule: status error → dead letter (stage model, or validate for a tensor that does not fit
+ * the model's signature, with its context headers); everything else → result.
+ */
 export function routeOutcome(ctx: ResultContext, outcome: ResultOutcome): OutcomeRoute {
   if (!outcome.ok && statusOf(outcome) === "error") {
-    return { kind: "dead_letter", error: { code: outcome.code, message: outcome.message, stage: "model" } };
+    const { code, message } = outcome;
+    if ("stage" in outcome) {
+      return {
+        kind: "dead_letter",
+        error: { code, message, stage: outcome.stage, context: outcome.context },
+      };
+    }
+    return { kind: "dead_letter", error: { code, message, stage: "model" } };
   }
   return { kind: "result", result: buildResult(ctx, outcome) };
 }

@@ -2,15 +2,32 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { Worker } from "node:worker_threads";
+import type { ModelSettings } from "../config/model-settings.js";
 import type { Lane } from "../contracts/lane.js";
 import { SluiceError } from "../sluice-error.js";
-import type {
-  TensorInfo,
-  WorkerHello,
-  WorkerInit,
-  WorkerReply,
-  WorkerRunRequest,
+import {
+  type TensorInfo,
+  transferablesOf,
+  type WorkerFeed,
+  type WorkerFeedsRequest,
+  type WorkerHello,
+  type WorkerInit,
+  type WorkerReply,
+  type WorkerRunRequest,
 } from "./worker-protocol.js";
+
+/** The worker settings of a model's `ModelSettings` (text and tensor runners load workers alike). */
+export function workerInitOf(o: ModelSettings): WorkerInit {
+  return {
+    modelPath: o.modelPath,
+    intraOpThreads: o.intraOpThreads,
+    interOpThreads: o.interOpThreads,
+    allowSpinning: o.allowSpinning,
+    task: o.task,
+    pooling: o.pooling,
+    normalize: o.normalize,
+  };
+}
 
 /** One ORT call's inputs: the wire request without its correlation id (added by the pool). */
 export type InferenceJob = Omit<WorkerRunRequest, "id">;
@@ -22,11 +39,17 @@ export interface InferenceJobResult {
   runMs: number;
 }
 
-interface Pending {
-  job: InferenceJob;
-  resolve: (r: InferenceJobResult) => void;
-  reject: (e: Error) => void;
+/** A tensor model's ORT call: named feeds, and the outputs to fetch. */
+export type FeedsJob = Omit<WorkerFeedsRequest, "id">;
+
+export interface FeedsJobResult {
+  outputs: WorkerFeed[];
+  runMs: number;
 }
+
+type Pending =
+  | { job: InferenceJob; resolve: (r: InferenceJobResult) => void; reject: (e: Error) => void }
+  | { job: FeedsJob; resolve: (r: FeedsJobResult) => void; reject: (e: Error) => void };
 
 interface Slot {
   worker: Worker;
@@ -157,11 +180,23 @@ export class InferenceWorkerPool {
 
   /** Queues one ORT call; `lane` backfill runs only while no online call waits. */
   run(job: InferenceJob, lane: Lane = "online"): Promise<InferenceJobResult> {
+    return this.enqueue((resolve, reject) => ({ job, resolve, reject }), lane);
+  }
+
+  /** Queues one ORT call of a tensor model (named feeds in, named outputs back). */
+  runFeeds(job: FeedsJob, lane: Lane = "online"): Promise<FeedsJobResult> {
+    return this.enqueue((resolve, reject) => ({ job, resolve, reject }), lane);
+  }
+
+  private enqueue<R>(
+    pending: (resolve: (r: R) => void, reject: (e: Error) => void) => Pending,
+    lane: Lane,
+  ): Promise<R> {
     if (this.closing !== null) {
       return Promise.reject(new SluiceError("INTERNAL", "model runner is closed; create a new one"));
     }
-    return new Promise((resolve, reject) => {
-      this.queue.push({ job, resolve, reject }, lane);
+    return new Promise<R>((resolve, reject) => {
+      this.queue.push(pending(resolve, reject), lane);
       this.dispatch();
     });
   }
@@ -198,8 +233,15 @@ export class InferenceWorkerPool {
       const pending = slot.inFlight.get(reply.id);
       if (pending === undefined) return;
       slot.inFlight.delete(reply.id);
-      if (reply.type === "done") pending.resolve({ data: reply.data, dim: reply.dim, runMs: reply.runMs });
-      else pending.reject(new SluiceError("INFERENCE_FAILED", reply.message, { retriable: false }));
+      if (reply.type === "done") {
+        (pending.resolve as (r: InferenceJobResult) => void)({
+          data: reply.data,
+          dim: reply.dim,
+          runMs: reply.runMs,
+        });
+      } else if (reply.type === "outputs") {
+        (pending.resolve as (r: FeedsJobResult) => void)({ outputs: reply.outputs, runMs: reply.runMs });
+      } else pending.reject(new SluiceError("INFERENCE_FAILED", reply.message, { retriable: false }));
       if (slot.inFlight.size === 0) slot.drained?.();
       this.dispatch();
     });
@@ -252,6 +294,11 @@ export class InferenceWorkerPool {
         const id = this.nextJobId++;
         slot.inFlight.set(id, pending);
         const { job } = pending;
+        if ("feeds" in job) {
+          const request: WorkerFeedsRequest = { id, ...job };
+          slot.worker.postMessage(request, transferablesOf(job.feeds));
+          continue;
+        }
         const request: WorkerRunRequest = { id, ...job };
         slot.worker.postMessage(request, [
           job.inputIds.buffer as ArrayBuffer,

@@ -7,7 +7,15 @@ import { parentPort, workerData } from "node:worker_threads";
 import * as ort from "onnxruntime-node";
 import { softmaxRows } from "./tasks/classification-task.js";
 import { poolEmbeddings } from "./tasks/embedding-task.js";
-import type { WorkerHello, WorkerInit, WorkerReply, WorkerRunRequest } from "./worker-protocol.js";
+import { runFeeds } from "./tasks/tensor-task.js";
+import {
+  transferablesOf,
+  type WorkerFeedsRequest,
+  type WorkerHello,
+  type WorkerInit,
+  type WorkerReply,
+  type WorkerRunRequest,
+} from "./worker-protocol.js";
 
 const init = workerData as WorkerInit;
 const port = parentPort!;
@@ -39,8 +47,9 @@ async function main(): Promise<void> {
     }));
   post({ type: "ready", inputs: meta(session.inputMetadata), outputs: meta(session.outputMetadata) });
 
-  port.on("message", (request: WorkerRunRequest) => {
-    run(session, request).then(post, (error: unknown) =>
+  port.on("message", (request: WorkerRunRequest | WorkerFeedsRequest) => {
+    const reply = "feeds" in request ? runFeeds(session, request) : run(session, request);
+    reply.then(post, (error: unknown) =>
       post({
         type: "failed",
         id: request.id,
@@ -86,6 +95,7 @@ async function run(session: ort.InferenceSession, request: WorkerRunRequest): Pr
 
 function post(reply: WorkerReply | WorkerHello): void {
   if (reply.type === "done") port.postMessage(reply, [reply.data.buffer as ArrayBuffer]);
+  else if (reply.type === "outputs") port.postMessage(reply, transferablesOf(reply.outputs));
   else port.postMessage(reply);
 }
 

@@ -46,6 +46,23 @@ export function resolveModelFiles(
   return { modelPath, tokenizerPath: beside };
 }
 
+/** `model.task: tensor` has no default model and no tokenizer: only the ONNX file, which must exist. */
+export function resolveTensorModelFile(modelPath: string | undefined, settings: ModelFileSettings): string {
+  if (modelPath === undefined) {
+    throw new SluiceError(
+      "CONFIG_INVALID",
+      `${settings.model} is unset but model.task is tensor; point it at the ONNX model to serve (the default model is a text model)`,
+    );
+  }
+  if (!isFile(modelPath)) {
+    throw new SluiceError(
+      "MODEL_NOT_FOUND",
+      `${settings.model} = ${modelPath}: ${existsSync(modelPath) ? "not a file" : "no such file"}; point it at an ONNX model file`,
+    );
+  }
+  return modelPath;
+}
+
 function isFile(path: string): boolean {
   try {
     return statSync(path).isFile();

@@ -1,11 +1,25 @@
-import type { InferenceOutput, ModelIdentity } from "../contracts/inference.js";
+import type { InferenceOutput, InferenceRequest, ModelIdentity } from "../contracts/inference.js";
 import type { Lane } from "../contracts/lane.js";
 
 /**
  * What the streaming processor and batch mode need from a model. `ModelRunner` (worker pool over
  * onnxruntime-node) implements it; tests may pass a tiny generated model through the same class.
  */
-export type ModelTask = "embedding" | "classification";
+export type ModelTask = "embedding" | "classification" | "tensor";
+
+/**
+ * Why a tensor request does not fit the model's signature (src/model/tensor-signature.ts): checked
+ * before any ORT call, each a dead letter at stage validate with the input and shapes in its headers.
+ */
+export type TensorValidationCode =
+  | "TENSOR_INPUT_MISSING"
+  | "TENSOR_INPUT_UNKNOWN"
+  | "TENSOR_DATATYPE_MISMATCH"
+  | "TENSOR_SHAPE_MISMATCH"
+  | "TENSOR_NON_FINITE"
+  | "TENSOR_TOO_MANY_ROWS"
+  | "TENSOR_OUTPUT_UNKNOWN"
+  | "TENSOR_REQUEST_REQUIRED";
 
 export type ItemOutcome =
   | { ok: true; output: InferenceOutput; tokens: number; truncated: boolean }
@@ -13,7 +27,18 @@ export type ItemOutcome =
       ok: false;
       code: "EMPTY_TEXT" | "INVALID_TEXT" | "TOKENIZE_FAILED" | "INFERENCE_FAILED";
       message: string;
-    };
+    }
+  | TensorValidationFailure;
+
+/** A tensor request that does not fit the model: a dead letter at stage validate. */
+export interface TensorValidationFailure {
+  ok: false;
+  code: TensorValidationCode;
+  message: string;
+  stage: "validate";
+  /** Dead-letter context headers without the `sluice.error.` prefix, e.g. `expected-shape`. */
+  context: Record<string, string>;
+}
 
 export interface ModelCallStats {
   /** Wall time of the whole batch inside the runner (tokenize + pad + ORT run + postprocess). */
@@ -79,4 +104,12 @@ export async function runBatch(
     message: `model returned ${run.outcomes.length} outcomes for a batch of ${texts.length}; this is a bug in the model runner`,
   };
   return { outcomes: texts.map((_, i) => run.outcomes[i] ?? missing), stats: run.stats };
+}
+
+/** What a model of `task` runs for a request: its tensors for a tensor model, else its text. */
+export function modelInputOf(
+  task: ModelTask,
+  request: { text: unknown; tensors?: InferenceRequest["tensors"] },
+): unknown {
+  return task === "tensor" ? request.tensors : request.text;
 }

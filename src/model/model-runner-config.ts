@@ -2,7 +2,7 @@ import type { SluiceConfig } from "../config/config-schema.js";
 import { envNameFor } from "../config/env-overrides.js";
 import type { ModelSettings } from "../config/model-settings.js";
 import { ensureDefaultModel } from "./default-model.js";
-import { type ModelFileSettings, resolveModelFiles } from "./model-files.js";
+import { type ModelFileSettings, resolveModelFiles, resolveTensorModelFile } from "./model-files.js";
 
 /** How a command's files are found and named; `serve`, `batch` and the benches take the defaults. */
 export interface ModelFilesFrom {
@@ -31,7 +31,9 @@ export async function modelRunnerOptionsFromConfig(
 ): Promise<ModelSettings> {
   const { path, tokenizerPath: tokenizer, ...model } = config.model;
   let files: { modelPath: string; tokenizerPath: string };
-  if (path === undefined) {
+  if (config.model.task === "tensor") {
+    files = { modelPath: resolveTensorModelFile(path, from.settings ?? CONFIG_SETTINGS), tokenizerPath: "" };
+  } else if (path === undefined) {
     const fetched = await ensureDefaultModel({
       log,
       ...(from.modelsDir === undefined ? {} : { modelsDir: from.modelsDir }),
@@ -43,7 +45,12 @@ export async function modelRunnerOptionsFromConfig(
       from.settings ?? CONFIG_SETTINGS,
     );
   }
-  return { ...model, ...files, bucketing: config.batching.bucketing };
+  return {
+    ...model,
+    ...files,
+    bucketing: config.batching.bucketing,
+    maxRequestRows: config.batching.maxBatchSize,
+  };
 }
 
 /** A key as messages name it: `model.path (SLUICE_MODEL__PATH)`. */

@@ -4,7 +4,7 @@ import type { ModelIdentity } from "../contracts/inference.js";
 import type { Lane } from "../contracts/lane.js";
 import { SluiceError } from "../sluice-error.js";
 import { padSequences, planSubBatches, sliceSubBatches } from "./batch-planner.js";
-import { InferenceWorkerPool } from "./inference-worker-pool.js";
+import { InferenceWorkerPool, workerInitOf } from "./inference-worker-pool.js";
 import type { ModelDescription } from "./model-description.js";
 import { fingerprintModel, type ModelFingerprint } from "./model-fingerprint.js";
 import type { ItemOutcome, ModelCallStats, ModelPort, ModelRunOptions, ModelTask } from "./model-port.js";
@@ -79,18 +79,7 @@ export class ModelRunner implements ModelPort {
     }
     // Before the first worker loads onnxruntime: it reads the switch when its environment is created.
     applyOnnxruntimeTelemetry(o.onnxruntimeTelemetry);
-    const pool = await InferenceWorkerPool.start(
-      {
-        modelPath: o.modelPath,
-        intraOpThreads: o.intraOpThreads,
-        interOpThreads: o.interOpThreads,
-        allowSpinning: o.allowSpinning,
-        task: o.task,
-        pooling: o.pooling,
-        normalize: o.normalize,
-      },
-      resolveWorkerCount(o.workers),
-    );
+    const pool = await InferenceWorkerPool.start(workerInitOf(o), resolveWorkerCount(o.workers));
     try {
       const description = describe(o, pool, fingerprint, summary);
       const runner = new ModelRunner(o, tokenizer, pool, description);

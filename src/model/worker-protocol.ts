@@ -31,14 +31,49 @@ export interface WorkerRunRequest {
   outputName: string;
 }
 
+/** ORT element types of named feeds (tensor models); `bool` travels as one byte per element. */
+export type FeedElementType = "float32" | "float64" | "int32" | "int64" | "bool" | "string";
+
+export type FeedData = Float32Array | Float64Array | Int32Array | BigInt64Array | Uint8Array | string[];
+
+/** One named tensor crossing the thread boundary (typed arrays are transferred, strings cloned). */
+export interface WorkerFeed {
+  name: string;
+  type: FeedElementType;
+  dims: number[];
+  data: FeedData;
+}
+
+/**
+ * A tensor model's ORT call: named feeds in, the named outputs back as they are (no post-processing).
+ * Told apart from the text request by `feeds`.
+ */
+export interface WorkerFeedsRequest {
+  id: number;
+  feeds: WorkerFeed[];
+  outputNames: string[];
+}
+
 export type WorkerReply =
   | { type: "done"; id: number; data: Float32Array; dim: number; runMs: number }
+  | { type: "outputs"; id: number; outputs: WorkerFeed[]; runMs: number }
   | { type: "failed"; id: number; message: string };
 
 export interface TensorInfo {
   name: string;
+  /** ORT element type (`float32`, `int64`, `string`, …) or `non-tensor` (sequences and maps, e.g. ZipMap). */
   type: string;
   shape: (number | string)[];
+}
+
+/** Buffers a feed list can transfer instead of copying (string tensors are cloned). */
+export function transferablesOf(feeds: readonly WorkerFeed[]): ArrayBuffer[] {
+  const out: ArrayBuffer[] = [];
+  for (const f of feeds) {
+    if (!Array.isArray(f.data) && !out.includes(f.data.buffer as ArrayBuffer))
+      out.push(f.data.buffer as ArrayBuffer);
+  }
+  return out;
 }
 
 export type WorkerHello =

@@ -6,7 +6,7 @@ import type { SluiceEventMap, SluiceEventName } from "../events/sluice-events.js
 import type { FallbackPolicy } from "../fallback/fallback-policy.js";
 import type { BatcherClock } from "../microbatch/batcher-clock.js";
 import type { LaneBatch } from "../microbatch/lane-batcher.js";
-import { type ModelPort, runBatch } from "../model/model-port.js";
+import { type ModelPort, modelInputOf, runBatch } from "../model/model-port.js";
 import type { PartitionTask } from "./partition-task.js";
 import type { WorkItem } from "./request-intake.js";
 
@@ -62,7 +62,7 @@ export class MicroBatchRunner {
     if (toRun.length > 0) {
       const run = await runBatch(
         this.ctx.model,
-        toRun.map((i) => i.request.text),
+        toRun.map((i) => modelInputOf(this.ctx.model.task, i.request)),
         "items",
         { lane: batch.lane },
       );

@@ -64,6 +64,7 @@ const descriptor = {
             t: { type: "TensorProto", id: 5 },
             floats: { rule: "repeated", type: "float", id: 7 },
             ints: { rule: "repeated", type: "int64", id: 8 },
+            strings: { rule: "repeated", type: "bytes", id: 9 },
             type: { type: "int32", id: 20 },
           },
         },
@@ -79,7 +80,15 @@ const descriptor = {
           fields: { name: { type: "string", id: 1 }, type: { type: "TypeProto", id: 2 } },
         },
         TypeProto: {
-          fields: { tensorType: { type: "TypeProtoTensor", id: 1 } },
+          fields: {
+            tensorType: { type: "TypeProtoTensor", id: 1 },
+            sequenceType: { type: "TypeProtoSequence", id: 4 },
+            mapType: { type: "TypeProtoMap", id: 5 },
+          },
+        },
+        TypeProtoSequence: { fields: { elemType: { type: "TypeProto", id: 1 } } },
+        TypeProtoMap: {
+          fields: { keyType: { type: "int32", id: 1 }, valueType: { type: "TypeProto", id: 2 } },
         },
         TypeProtoTensor: {
           fields: { elemType: { type: "int32", id: 1 }, shape: { type: "TensorShapeProto", id: 2 } },
@@ -279,7 +288,7 @@ function int64Tensor(name: string, values: number[]) {
   };
 }
 
-function valueInfo(name: string, elemType: number, dims: (number | string)[]) {
+export function valueInfo(name: string, elemType: number, dims: (number | string)[]) {
   return {
     name,
     type: {

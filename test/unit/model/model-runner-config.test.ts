@@ -25,7 +25,13 @@ describe("the one config → ModelRunner mapping", () => {
   it("every key of the model section reaches the runner settings; path/tokenizerPath become the files", async () => {
     const settings = await modelRunnerOptionsFromConfig(configWithEveryModelKey(), () => {});
     const { path: _path, tokenizerPath: _tokenizer, ...passed } = everyModelKey;
-    expect(settings).toEqual({ ...passed, modelPath, tokenizerPath, bucketing: false });
+    expect(settings).toEqual({
+      ...passed,
+      modelPath,
+      tokenizerPath,
+      bucketing: false,
+      maxRequestRows: configWithEveryModelKey().batching.maxBatchSize,
+    });
     const dropped = schemaKeys.filter(
       (k) =>
         k !== "path" &&
@@ -44,6 +50,7 @@ describe("modelSettings (programmatic callers)", () => {
       modelPath,
       tokenizerPath,
       bucketing: defaultConfig().batching.bucketing,
+      maxRequestRows: defaultConfig().batching.maxBatchSize,
     });
   });
 

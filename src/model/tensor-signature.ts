@@ -1,0 +1,196 @@
+import type { NamedTensor, TensorDatatype, TensorInputs } from "../contracts/tensor.js";
+import { SluiceError } from "../sluice-error.js";
+import type { TensorValidationCode, TensorValidationFailure } from "./model-port.js";
+import type { FeedElementType, TensorInfo } from "./worker-protocol.js";
+
+/**
+ * A tensor model's signature, read from its ONNX graph (through onnxruntime's input/output
+ * metadata): input and output names, element types and shapes. The first dimension is the batch
+ * (row) dimension: dynamic (a symbolic name or -1) or fixed. `check` validates one request against
+ * it before any ORT call, so a tensor that does not fit is a dead letter with a named code, never an
+ * ORT error that fails its neighbours.
+ */
+export interface SignatureTensor {
+  name: string;
+  datatype: TensorDatatype;
+  elementType: FeedElementType;
+  /** null = dynamic. */
+  dims: (number | null)[];
+}
+
+export interface TensorSignature {
+  inputs: SignatureTensor[];
+  /** Tensor outputs, fetched from every call. */
+  outputs: SignatureTensor[];
+  /** Outputs that are sequences or maps (e.g. ai.onnx.ml ZipMap): onnxruntime-node cannot return them; never fetched. */
+  skippedOutputs: string[];
+}
+
+const V2_OF: Record<string, TensorDatatype> = {
+  float32: "FP32",
+  float64: "FP64",
+  int32: "INT32",
+  int64: "INT64",
+  bool: "BOOL",
+  string: "BYTES",
+};
+
+export function readTensorSignature(
+  inputs: readonly TensorInfo[],
+  outputs: readonly TensorInfo[],
+  modelPath: string,
+): TensorSignature {
+  const convert = (t: TensorInfo, what: string): SignatureTensor => {
+    const datatype = V2_OF[t.type];
+    if (datatype === undefined) {
+      throw new SluiceError(
+        "CONFIG_INVALID",
+        `model ${modelPath}: ${what} "${t.name}" has element type ${t.type}; model.task tensor supports float32, float64, int32, int64, bool and string`,
+      );
+    }
+    const dims = t.shape.map((d) => (typeof d === "number" && d >= 0 ? d : null));
+    return { name: t.name, datatype, elementType: t.type as FeedElementType, dims };
+  };
+  const tensorOutputs = outputs.filter((o) => o.type !== "non-tensor");
+  if (tensorOutputs.length === 0) {
+    throw new SluiceError(
+      "CONFIG_INVALID",
+      `model ${modelPath} has no tensor outputs (only sequences or maps such as ZipMap, which onnxruntime-node cannot return); export it with tensor outputs (skl2onnx: options={"zipmap": False})`,
+    );
+  }
+  return {
+    inputs: inputs.map((i) => convert(i, "input")),
+    outputs: tensorOutputs.map((o) => convert(o, "output")),
+    skippedOutputs: outputs.filter((o) => o.type === "non-tensor").map((o) => o.name),
+  };
+}
+
+/** `[-1,4]` style, as shapes are shown in messages and dead-letter headers (-1 = dynamic). */
+export function formatDims(dims: readonly (number | null)[]): string {
+  return `[${dims.map((d) => (d === null ? -1 : d)).join(",")}]`;
+}
+
+export type CheckedRequest =
+  | { ok: true; rows: number; inputs: NamedTensor[]; outputs: string[] }
+  | TensorValidationFailure;
+
+/**
+ * Validates one request against the signature: every model input present and no other, datatypes
+ * equal, shapes compatible (same rank, fixed dimensions equal, one row count across inputs), at most
+ * `maxRows` rows, float values finite once converted (an FP32 value beyond ±3.4e38 becomes infinite),
+ * requested outputs known. Inputs come back in the model's order.
+ */
+export function checkRequest(sig: TensorSignature, item: unknown, maxRows: number): CheckedRequest {
+  if (!isTensorInputs(item)) {
+    return reject(
+      "TENSOR_REQUEST_REQUIRED",
+      "model.task is tensor but the request carries no tensors; send a V2 inference request (topics.requestCodec v2-json)",
+      {},
+    );
+  }
+  const given = new Map(item.inputs.map((t) => [t.name, t]));
+  for (const t of item.inputs) {
+    if (!sig.inputs.some((i) => i.name === t.name)) {
+      return reject(
+        "TENSOR_INPUT_UNKNOWN",
+        `input "${cut(t.name)}" is not an input of the model; its inputs are [${sig.inputs.map((i) => i.name).join(", ")}]`,
+        { input: cut(t.name) },
+      );
+    }
+  }
+  let rows: number | undefined;
+  const ordered: NamedTensor[] = [];
+  for (const spec of sig.inputs) {
+    const t = given.get(spec.name);
+    if (t === undefined) {
+      return reject(
+        "TENSOR_INPUT_MISSING",
+        `the request has no input "${spec.name}", which the model needs`,
+        {
+          input: spec.name,
+          "expected-shape": formatDims(spec.dims),
+          "expected-datatype": spec.datatype,
+        },
+      );
+    }
+    if (t.datatype !== spec.datatype) {
+      return reject(
+        "TENSOR_DATATYPE_MISMATCH",
+        `input "${spec.name}" is ${t.datatype}; the model expects ${spec.datatype}`,
+        { input: spec.name, "expected-datatype": spec.datatype, "actual-datatype": t.datatype },
+      );
+    }
+    const shapeContext = {
+      input: spec.name,
+      "expected-shape": formatDims(spec.dims),
+      "actual-shape": formatDims(t.shape),
+    };
+    const fits =
+      t.shape.length === spec.dims.length &&
+      t.shape.every((d, axis) => spec.dims[axis] === null || spec.dims[axis] === d) &&
+      (t.shape[0] ?? 0) > 0;
+    if (!fits) {
+      return reject(
+        "TENSOR_SHAPE_MISMATCH",
+        `input "${spec.name}" has shape ${formatDims(t.shape)}; the model expects ${formatDims(spec.dims)} (-1 = any size, at least one row)`,
+        shapeContext,
+      );
+    }
+    const r = t.shape[0] as number;
+    if (rows !== undefined && r !== rows) {
+      return reject(
+        "TENSOR_SHAPE_MISMATCH",
+        `input "${spec.name}" has ${r} rows but an earlier input has ${rows}; every input needs the same row count`,
+        shapeContext,
+      );
+    }
+    rows = r;
+    if (r > maxRows) {
+      return reject(
+        "TENSOR_TOO_MANY_ROWS",
+        `the request has ${r} rows, above batching.maxBatchSize=${maxRows}; split it or raise the limit`,
+        { input: spec.name, "actual-shape": formatDims(t.shape), "max-rows": String(maxRows) },
+      );
+    }
+    if (spec.datatype === "FP32" || spec.datatype === "FP64") {
+      const data = t.data as number[];
+      const narrow = spec.datatype === "FP32";
+      const at = data.findIndex((v) => !Number.isFinite(narrow ? Math.fround(v) : v));
+      if (at >= 0) {
+        return reject(
+          "TENSOR_NON_FINITE",
+          `input "${spec.name}" element ${at} is not a finite ${spec.datatype} value (NaN, infinite or out of range); the model forbids non-finite inputs`,
+          { ...shapeContext, "element-index": String(at) },
+        );
+      }
+    }
+    ordered.push(t);
+  }
+  const outputNames = sig.outputs.map((o) => o.name);
+  for (const name of item.outputs ?? []) {
+    if (!outputNames.includes(name)) {
+      return reject(
+        "TENSOR_OUTPUT_UNKNOWN",
+        `output "${cut(name)}" was requested but the model's outputs are [${outputNames.join(", ")}]`,
+        { output: cut(name) },
+      );
+    }
+  }
+  return { ok: true, rows: rows as number, inputs: ordered, outputs: item.outputs ?? outputNames };
+}
+
+function reject(
+  code: TensorValidationCode,
+  message: string,
+  context: Record<string, string>,
+): CheckedRequest {
+  return { ok: false, code, message, stage: "validate", context };
+}
+
+function isTensorInputs(item: unknown): item is TensorInputs {
+  return item !== null && typeof item === "object" && Array.isArray((item as TensorInputs).inputs);
+}
+
+function cut(s: string): string {
+  return s.length <= 120 ? s : `${s.slice(0, 120)}…`;
+}
