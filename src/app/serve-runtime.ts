@@ -4,6 +4,7 @@ import { SluiceEvents } from "../events/sluice-events.js";
 import { createKafka } from "../kafka/kafka-client.js";
 import { KafkaHeartbeatSink } from "../kafka/kafka-heartbeat-sink.js";
 import { kafkaLagReaders } from "../kafka/kafka-lag-readers.js";
+import { RunManifestStore } from "../kafka/run-manifest-store.js";
 import { ensureTopics } from "../kafka/topic-admin.js";
 import { ModelRunner } from "../model/model-runner.js";
 import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
@@ -106,6 +107,14 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
     partitions: config.topics.partitions,
     replicationFactor: config.topics.replicationFactor,
   });
+  // Backfill partitions write their runs' cost shares to the runs topic (docs/batch-mode.md, "Cost").
+  if (config.topics.backfill.length > 0) {
+    await new RunManifestStore({
+      kafka,
+      topic: config.topics.runs,
+      replicationFactor: config.topics.replicationFactor,
+    }).ensureTopic();
+  }
 
   const model = await ModelRunner.create(
     await modelRunnerOptionsFromConfig(config, (line) => logger.info({ component: "model-fetch" }, line)),

@@ -12,6 +12,8 @@ import type {
   WorkerRunRequest,
 } from "./worker-protocol.js";
 
+type WorkerHelloReady = Extract<WorkerHello, { type: "ready" }>;
+
 /** One ORT call's inputs: the wire request without its correlation id (added by the pool). */
 export type InferenceJob = Omit<WorkerRunRequest, "id">;
 
@@ -20,6 +22,8 @@ export interface InferenceJobResult {
   data: Float32Array;
   dim: number;
   runMs: number;
+  /** CPU of the call on the worker's threads, ms (`cpuSource` says how it is measured). */
+  cpuMs: number;
 }
 
 interface Pending {
@@ -124,6 +128,8 @@ function tsxEsmApiUrl(): string {
 export class InferenceWorkerPool {
   readonly inputs: TensorInfo[];
   readonly outputs: TensorInfo[];
+  /** How the workers measure each call's CPU (thread-cpu-clock.ts). */
+  readonly cpuSource: WorkerHelloReady["cpuSource"];
   private readonly slots: Slot[] = [];
   private readonly queue = new LaneJobQueue();
   private nextJobId = 1;
@@ -135,6 +141,7 @@ export class InferenceWorkerPool {
   ) {
     this.inputs = hello.inputs;
     this.outputs = hello.outputs;
+    this.cpuSource = hello.cpuSource;
   }
 
   static async start(init: WorkerInit, workers: number): Promise<InferenceWorkerPool> {
@@ -198,7 +205,8 @@ export class InferenceWorkerPool {
       const pending = slot.inFlight.get(reply.id);
       if (pending === undefined) return;
       slot.inFlight.delete(reply.id);
-      if (reply.type === "done") pending.resolve({ data: reply.data, dim: reply.dim, runMs: reply.runMs });
+      if (reply.type === "done")
+        pending.resolve({ data: reply.data, dim: reply.dim, runMs: reply.runMs, cpuMs: reply.cpuMs });
       else pending.reject(new SluiceError("INFERENCE_FAILED", reply.message, { retriable: false }));
       if (slot.inFlight.size === 0) slot.drained?.();
       this.dispatch();

@@ -3,14 +3,17 @@
  * native code (DESIGN.md §3). Inputs arrive and outputs leave as transferred typed arrays (no copies).
  * Post-processing (pooling, softmax) happens here too, so only [rows, dim] floats cross back.
  */
-import { parentPort, workerData } from "node:worker_threads";
+import { parentPort, threadId, workerData } from "node:worker_threads";
 import * as ort from "onnxruntime-node";
 import { softmaxRows } from "./tasks/classification-task.js";
 import { poolEmbeddings } from "./tasks/embedding-task.js";
+import { ThreadCpuClock } from "./thread-cpu-clock.js";
 import type { WorkerHello, WorkerInit, WorkerReply, WorkerRunRequest } from "./worker-protocol.js";
 
 const init = workerData as WorkerInit;
 const port = parentPort!;
+// Before the session: its ORT pool threads inherit this thread's name (thread-cpu-clock.ts).
+const cpuClock = ThreadCpuClock.start({ intraOpThreads: init.intraOpThreads, workerId: threadId });
 
 async function main(): Promise<void> {
   let session: ort.InferenceSession;
@@ -37,21 +40,33 @@ async function main(): Promise<void> {
       type: m.isTensor ? String(m.type) : "non-tensor",
       shape: m.isTensor ? [...m.shape] : [],
     }));
-  post({ type: "ready", inputs: meta(session.inputMetadata), outputs: meta(session.outputMetadata) });
+  cpuClock.adoptPoolThreads();
+  post({
+    type: "ready",
+    inputs: meta(session.inputMetadata),
+    outputs: meta(session.outputMetadata),
+    cpuSource: cpuClock.source,
+  });
 
+  // One call at a time, in arrival order: `session.run()` yields before its native part, so a second
+  // request started at once would open its CPU window over the first call's work (counted twice).
+  let previous: Promise<void> = Promise.resolve();
   port.on("message", (request: WorkerRunRequest) => {
-    run(session, request).then(post, (error: unknown) =>
-      post({
-        type: "failed",
-        id: request.id,
-        message: error instanceof Error ? error.message : String(error),
-      }),
+    previous = previous.then(() =>
+      run(session, request).then(post, (error: unknown) =>
+        post({
+          type: "failed",
+          id: request.id,
+          message: error instanceof Error ? error.message : String(error),
+        }),
+      ),
     );
   });
 }
 
 async function run(session: ort.InferenceSession, request: WorkerRunRequest): Promise<WorkerReply> {
   const started = performance.now();
+  const cpuStarted = cpuClock.nowMs();
   const dims = [request.rows, request.seqLen];
   const feeds: Record<string, ort.Tensor> = {
     [request.feedNames.inputIds]: new ort.Tensor("int64", request.inputIds, dims),
@@ -81,6 +96,7 @@ async function run(session: ort.InferenceSession, request: WorkerRunRequest): Pr
     data: result.data,
     dim: result.dim,
     runMs: performance.now() - started,
+    cpuMs: cpuClock.chargeCall(cpuStarted),
   };
 }
 
