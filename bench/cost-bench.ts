@@ -43,21 +43,30 @@ interface CpuSample {
   workerThreads: number;
 }
 
+/**
+ * Last CPU seen per inference worker thread of a process: a thread that ended (the pool closes
+ * before the process exits) keeps its last reading, so the sum covers every worker thread there was.
+ */
+const workerCpu = new Map<string, number>();
+
 /** One reading of the process's and its inference workers' CPU from outside; null once it exited. */
 function sample(pid: number): CpuSample | null {
   try {
     const processMs = statCpuMs(parseProcStat(readFileSync(`/proc/${pid}/stat`, "utf8")));
-    let workersMs = 0;
-    let workerThreads = 0;
     for (const tid of readdirSync(`/proc/${pid}/task`)) {
       try {
         const stat = parseProcStat(readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8"));
-        if (!stat.comm.startsWith(WORKER_THREAD_NAME_PREFIX)) continue;
-        workersMs += statCpuMs(stat);
-        workerThreads++;
+        if (stat.comm.startsWith(WORKER_THREAD_NAME_PREFIX)) workerCpu.set(`${pid}/${tid}`, statCpuMs(stat));
       } catch {
         // the thread just ended
       }
+    }
+    let workersMs = 0;
+    let workerThreads = 0;
+    for (const [key, ms] of workerCpu) {
+      if (!key.startsWith(`${pid}/`)) continue;
+      workersMs += ms;
+      workerThreads++;
     }
     return { atMs: performance.now(), processMs, workersMs, workerThreads };
   } catch {

@@ -53,6 +53,8 @@ export interface RunCost {
 }
 
 const round = (x: number, digits = 6): number => Number(x.toFixed(digits));
+/** Money is tiny per item: keep 4 significant digits rather than a fixed number of decimals. */
+const sig = (x: number): number => Number(x.toPrecision(4));
 const per1k = (seconds: number, n: number): number | null => (n > 0 ? round((seconds * 1000) / n) : null);
 
 /** Whether money figures can be given: a CPU price and a currency. */
@@ -84,9 +86,9 @@ export function runCost(c: RunCostCounts, prices: CostPrices): RunCost {
     out.money = {
       currency: price.currency,
       cpuCoreHour: price.cpuCoreHour,
-      total: round(money),
-      per1kItems: c.items > 0 ? round((money * 1000) / c.items) : null,
-      ...(prices.tokens ? { per1kTokens: c.tokens > 0 ? round((money * 1000) / c.tokens) : null } : {}),
+      total: sig(money),
+      per1kItems: c.items > 0 ? sig((money * 1000) / c.items) : null,
+      ...(prices.tokens ? { per1kTokens: c.tokens > 0 ? sig((money * 1000) / c.tokens) : null } : {}),
     };
   }
   return out;
@@ -120,7 +122,7 @@ export function formatRunCost(cost: RunCost): string {
   if (perTokens !== undefined) parts.push(`${s(perTokens, 3)} CPU-s/1k tokens`);
   if (cost.money) {
     parts.push(
-      `${cost.money.total.toPrecision(3)} ${cost.money.currency} (${s(cost.money.per1kItems, 6)} per 1k items)`,
+      `${cost.money.total.toPrecision(3)} ${cost.money.currency} (${cost.money.per1kItems?.toPrecision(3) ?? "–"} per 1k items)`,
     );
   }
   return `cost: ${parts.join(", ")}`;

@@ -89,9 +89,9 @@ describe("a batch run's cost in manifest.json", () => {
     expect(cost.money).toEqual({
       currency: "USD",
       cpuCoreHour: 0.036,
-      total: Number(((cost.totalCpuSeconds! / 3600) * 0.036).toFixed(6)),
-      per1kItems: Number((((cost.totalCpuSeconds! / 3600) * 0.036 * 1000) / 25).toFixed(6)),
-      per1kTokens: Number((((cost.totalCpuSeconds! / 3600) * 0.036 * 1000) / 75).toFixed(6)),
+      total: Number(((cost.totalCpuSeconds! / 3600) * 0.036).toPrecision(4)),
+      per1kItems: Number((((cost.totalCpuSeconds! / 3600) * 0.036 * 1000) / 25).toPrecision(4)),
+      per1kTokens: Number((((cost.totalCpuSeconds! / 3600) * 0.036 * 1000) / 75).toPrecision(4)),
     });
     expect(summary.cost).toEqual(cost);
     expect(summary.message).toMatch(/cost: [\d.]+ CPU-s \(model 0\.1\), [\d.]+ CPU-s\/1k items/);
