@@ -48,8 +48,9 @@ async function main(): Promise<void> {
     cpuSource: cpuClock.source,
   });
 
-  // One call at a time, in arrival order: `session.run()` yields before its native part, so a second
-  // request started at once would open its CPU window over the first call's work (counted twice).
+  // One call at a time, in arrival order (the pool posts up to two): `session.run()` yields before its
+  // native part, so a request started at once would interleave with the running call; each call's CPU
+  // is then its own (and the wall estimate's windows do not overlap and count twice).
   let previous: Promise<void> = Promise.resolve();
   port.on("message", (request: WorkerRunRequest) => {
     previous = previous.then(() =>
