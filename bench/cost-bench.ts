@@ -12,7 +12,7 @@
  *    last committed result, beside the batch runs' figure.
  * Measures, never asserts. Writes its section of BENCHMARKS.md between the bench:cost markers.
  *
- *   KAFKA_BROKERS=127.0.0.1:19092 node --import tsx bench/cost-bench.ts
+ *   KAFKA_BROKERS=127.0.0.1:19092 npm run bench:cost   # BENCH_ROWS, BENCH_REPS, BENCH_SERVE_SECONDS
  */
 import { spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
@@ -285,7 +285,7 @@ async function main(): Promise<void> {
   const worst = (xs: number[]) => xs.reduce((w, x) => (Math.abs(x) > Math.abs(w) ? x : w), 0);
   const batchPer1k = median(batch.map((b) => b.per1kItems));
   const lines = [
-    "## Cost accuracy (`node --import tsx bench/cost-bench.ts`)",
+    "## Cost accuracy (`npm run bench:cost`)",
     "",
     `\`sluice batch\` over ${rows} paragraphs of 3–6 corpus sentences (${words[0]}–${words[words.length - 1]} words, median ${median(words)}), default model and configuration (model CPU source: ${batch[0]?.source}, ${batch[0]?.workerThreads} worker thread(s)), ${reps} runs.`,
     `Outside measurement: \`/proc/<pid>/stat\` of the process and \`/proc/<pid>/task/*/stat\` of the threads named \`${WORKER_THREAD_NAME_PREFIX}-*\`, sampled every 20 ms; the last sample before exit (clock ticks of ${1000 / CLOCK_TICKS_PER_SECOND} ms).`,
