@@ -43,7 +43,7 @@ export const topicsSchema = z
     runs: topicName()
       .default("sluice.runs")
       .describe(
-        "Compacted topic of backfill run manifests, keyed by run id (sluice backfill; created on first submit).",
+        "Compacted topic of backfill run manifests, keyed by run id, and of the runs' cost shares that serve writes (keys cost/<runId>/…); created by the first submit, or by serve when topics.backfill is set.",
       ),
     backfillResults: topicName()
       .optional()
@@ -444,7 +444,7 @@ export const sluiceConfigSchema = z
       }
     }
     // Backfill runs (docs/lanes.md, "Backfill runs"): the runs topic and the backfill results topic are
-    // outputs, so neither may be an input; the runs topic is compacted and holds manifests only.
+    // outputs, so neither may be an input; the runs topic is compacted and holds manifests and cost shares only.
     const allInputs = new Set([...c.topics.requests, ...c.topics.backfill]);
     const backfillOutputs = [
       ["runs", c.topics.runs],

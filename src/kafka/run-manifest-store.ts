@@ -22,8 +22,9 @@ export interface RunManifestStoreOptions {
 }
 
 /**
- * Reads backfill run manifests from the compacted runs topic (`topics.runs`, one partition, created
- * on first submit). The latest committed record of a run id is its manifest; `read_committed` hides
+ * Reads backfill run manifests, and the cost shares serve instances write beside them
+ * (src/contracts/run-cost-share.ts), from the compacted runs topic (`topics.runs`, one partition,
+ * created on first submit or by serve with a backfill lane). The latest committed record of a run id is its manifest; `read_committed` hides
  * the manifests of aborted submit transactions. Writing happens only inside a submit transaction
  * (src/kafka/backfill-run-writer.ts).
  */
