@@ -107,13 +107,22 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
     partitions: config.topics.partitions,
     replicationFactor: config.topics.replicationFactor,
   });
-  // Backfill partitions write their runs' cost shares to the runs topic (docs/batch-mode.md, "Cost").
+  // Backfill partitions write their runs' cost shares to the runs topic (docs/observability.md,
+  // "Cost"). Backfill rows exist only after a submit, which creates the topic too, so a serve that may
+  // not create topics starts anyway.
   if (config.topics.backfill.length > 0) {
     await new RunManifestStore({
       kafka,
       topic: config.topics.runs,
       replicationFactor: config.topics.replicationFactor,
-    }).ensureTopic();
+    })
+      .ensureTopic()
+      .catch((error: unknown) =>
+        logger.warn(
+          { topic: config.topics.runs, err: error instanceof Error ? error.message : String(error) },
+          "cannot create the runs topic (topics.runs); the first backfill submit creates it",
+        ),
+      );
   }
 
   const model = await ModelRunner.create(
