@@ -1,8 +1,10 @@
 import { readFile } from "node:fs/promises";
 import { BackfillSubmission, type SubmissionSummary } from "../backfill/backfill-submission.js";
+import { sumRunCostShares } from "../backfill/run-cost-total.js";
 import { type ExportSummary, exportRun } from "../backfill/run-export.js";
 import { assertRunId, type RunManifest, unknownRun } from "../backfill/run-manifest.js";
 import { type RunStatusReport, summarizeRun } from "../backfill/run-outcomes.js";
+import { type RunCost, runCost } from "../batch/run-cost.js";
 import { hashConfig, sluiceBuild } from "../batch/run-provenance.js";
 import { backfillResultsTopic, type SluiceConfig } from "../config/config-schema.js";
 import { KafkaRunWriter } from "../kafka/backfill-run-writer.js";
@@ -97,10 +99,13 @@ export async function submitBackfill(
 }
 
 /** `sluice backfill status ID`: progress from the manifest and the committed results and dead letters. */
-export async function backfillStatus(config: SluiceConfig, runId: string): Promise<RunStatusReport> {
-  const manifest = await requireRun(config, runId);
+export async function backfillStatus(
+  config: SluiceConfig,
+  runId: string,
+): Promise<RunStatusReport & { cost: RunCost }> {
+  const { manifest, cost } = await requireRun(config, runId);
   const outcomes = await outcomeReader(config).outcomes(manifest);
-  return summarizeRun(manifest, outcomes);
+  return { ...summarizeRun(manifest, outcomes), cost };
 }
 
 /** `sluice backfill export ID --output DIR`, `partRows` input rows per part file (`--part-rows`). */
@@ -109,19 +114,23 @@ export async function exportBackfill(
   runId: string,
   dir: string,
   partRows: number,
-): Promise<ExportSummary> {
-  const manifest = await requireRun(config, runId);
+): Promise<ExportSummary & { cost: RunCost }> {
+  const { manifest, cost } = await requireRun(config, runId);
   const reader = outcomeReader(config);
   const outcomes = await reader.outcomes(manifest);
   const submitted = await reader.submittedRows(manifest);
-  return exportRun({ dir, manifest, submitted, outcomes, partRows });
+  return { ...(await exportRun({ dir, manifest, submitted, outcomes, partRows })), cost };
 }
 
-async function requireRun(config: SluiceConfig, runId: string): Promise<RunManifest> {
+/** The run's manifest and its cost: the committed shares of every serve instance, summed. */
+async function requireRun(
+  config: SluiceConfig,
+  runId: string,
+): Promise<{ manifest: RunManifest; cost: RunCost }> {
   assertRunId(runId);
-  const manifest = await runStore(config).latest(runId);
+  const { manifest, costShares } = await runStore(config).read(runId);
   if (!manifest) throw unknownRun(runId, config.topics.runs);
-  return manifest;
+  return { manifest, cost: runCost(sumRunCostShares(runId, costShares), config.cost) };
 }
 
 function runStore(config: SluiceConfig): RunManifestStore {

@@ -117,6 +117,9 @@ export async function createBatchRuntime(
       // Everything here changes output bytes; the model file and tokenizer are covered by model identity.
       outputConfig: { ...modelOutputSettings(config), ...inputSettings, outputFormat: sink.format },
       progress: options.progress,
+      prices: config.cost,
+      // The process exists for this run: its start-up and model load are part of what it cost.
+      processCpuBaselineMs: 0,
     });
   } catch (error) {
     await close();

@@ -65,7 +65,8 @@ const COMMANDS: Record<string, (c: SluiceConfig, o: AclPlanOptions) => Acl[]> = 
     const backfillResults = backfillResultsTopic(c.topics);
     const extraOutputs =
       c.topics.backfill.length > 0 && backfillResults !== c.topics.results ? [backfillResults] : [];
-    const topics = [c.topics.results, c.topics.deadLetters, c.topics.freshness, ...extraOutputs];
+    const runs = c.topics.backfill.length > 0 ? [c.topics.runs] : [];
+    const topics = [c.topics.results, c.topics.deadLetters, c.topics.freshness, ...extraOutputs, ...runs];
     return [
       ...c.topics.requests.map((t) => literal("TOPIC", t, "READ", "request topic")),
       ...c.topics.backfill.map((t) => literal("TOPIC", t, "READ", "backfill topic (the backfill lane)")),
@@ -92,6 +93,7 @@ const COMMANDS: Record<string, (c: SluiceConfig, o: AclPlanOptions) => Acl[]> = 
             ),
           ]
         : []),
+      ...runs.map((t) => literal("TOPIC", t, "WRITE", "backfill runs' cost shares (topics.runs)")),
       literal("GROUP", group, "READ", "the consumer group (join, commit offsets in transactions)"),
       prefixed("GROUP", RESTORE_GROUP_PREFIX, "READ", "throwaway groups that read the dedup changelog"),
       prefixed(

@@ -7,6 +7,7 @@ import { KafkaGroupOffsetsReader } from "../kafka/kafka-group-offsets-reader.js"
 import { KafkaHeartbeatSink } from "../kafka/kafka-heartbeat-sink.js";
 import { kafkaLagReaders } from "../kafka/kafka-lag-readers.js";
 import { RunManifestFeed } from "../kafka/run-manifest-feed.js";
+import { RunManifestStore } from "../kafka/run-manifest-store.js";
 import { ensureTopics } from "../kafka/topic-admin.js";
 import { type LoadedModel, loadModel } from "../model/model-loader.js";
 import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
@@ -111,6 +112,23 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
     partitions: config.topics.partitions,
     replicationFactor: config.topics.replicationFactor,
   });
+  // Backfill partitions write their runs' cost shares to the runs topic (docs/observability.md,
+  // "Cost"). Backfill rows exist only after a submit, which creates the topic too, so a serve that may
+  // not create topics starts anyway.
+  if (config.topics.backfill.length > 0) {
+    await new RunManifestStore({
+      kafka,
+      topic: config.topics.runs,
+      replicationFactor: config.topics.replicationFactor,
+    })
+      .ensureTopic()
+      .catch((error: unknown) =>
+        logger.warn(
+          { topic: config.topics.runs, err: error instanceof Error ? error.message : String(error) },
+          "cannot create the runs topic (topics.runs); the first backfill submit creates it",
+        ),
+      );
+  }
 
   const model = await loadModel(
     await modelRunnerOptionsFromConfig(config, (line) => logger.info({ component: "model-fetch" }, line)),

@@ -78,6 +78,8 @@ export function createStreamProcessor(
         maxTransactionRecords: o.maxTransactionRecords,
         maxTransactionBytes: o.maxTransactionBytes,
         deadLetterTopic: o.deadLetterTopic,
+        // Only backfill-lane rows carry a run's cost, so only backfill partitions write shares.
+        ...(o.backfillTopics.includes(tp.topic) ? { runCostTopic: o.runsTopic } : {}),
         onCommitted: hooks.onCommitted,
         offsetCheckpoint: { topic: changelogTopic, partition: tp.partition },
         onFailure: (error) => {

@@ -1,3 +1,4 @@
+import type { RunCost } from "../batch/run-cost.js";
 import type { InferenceResult } from "../contracts/inference.js";
 import type { RunManifest } from "./run-manifest.js";
 
@@ -63,6 +64,8 @@ export interface RunStatusReport {
   etaSeconds: number | null;
   firstResultAt: string | null;
   lastResultAt: string | null;
+  /** The model cost every serve instance reported for the run's rows (committed shares, summed). */
+  cost?: RunCost;
 }
 
 /** How many of a run's rows one model version answered. */

@@ -5,6 +5,7 @@ import { SluiceError } from "../sluice-error.js";
 import {
   assertSameRun,
   type BatchManifest,
+  costCounts,
   newBatchManifest,
   type RunIdentity,
   readManifest,
@@ -17,6 +18,7 @@ import { type BatchRunSummary, summarizeBatchRun } from "./batch-run-summary.js"
 import type { BatchSink } from "./batch-sink.js";
 import type { BatchSource } from "./batch-source.js";
 import { FailureLedger } from "./failure-ledger.js";
+import { addRunCostCounts, type CostPrices, type RunCostCounts, runCost } from "./run-cost.js";
 import { RunLock } from "./run-lock.js";
 import { hashConfig, sluiceBuild } from "./run-provenance.js";
 import { runShardLoop, type ShardLoopResult, type ShardUnit } from "./shard-loop.js";
@@ -50,7 +52,24 @@ export interface BatchJobOptions {
   /** Progress counts (the CLI shows them as a bar or plain lines). */
   progress?: BatchProgressSink;
   events?: SluiceEvents;
+  /** `cost.*` prices; default none (no money figures), per 1k tokens on. */
+  prices?: CostPrices;
+  /**
+   * The process's cumulative CPU ms (all threads). Default `process.cpuUsage()`, counted from
+   * `processCpuBaselineMs`.
+   */
+  processCpuMs?: () => number;
+  /**
+   * Process CPU that is not this run's: 0 when the process exists for this run (the CLI: start-up and
+   * model load count), default the CPU already spent when `run()` starts.
+   */
+  processCpuBaselineMs?: number;
 }
+
+const processCpuUsageMs = (): number => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
+};
 
 /**
  * The offline job: reads a source in shards, scores them, writes each shard atomically through the sink
@@ -66,6 +85,9 @@ export class BatchJob {
   private runStartedMs = 0;
   private stopRequested = false;
   private previousWallMs = 0;
+  private previousCost: RunCostCounts = costCounts(undefined);
+  private shardsWritten = 0;
+  private cpuBaselineMs = 0;
 
   constructor(opts: BatchJobOptions) {
     for (const name of ["shardSize", "batchSize", "maxInFlightBatches"] as const) {
@@ -88,6 +110,7 @@ export class BatchJob {
 
   async run(): Promise<BatchRunSummary> {
     this.runStartedMs = Date.now();
+    this.cpuBaselineMs = this.opts.processCpuBaselineMs ?? this.processCpuMs();
     await this.ledger.prepare();
     const lock = await RunLock.acquire(this.stateDir);
     try {
@@ -139,6 +162,7 @@ export class BatchJob {
       assertSameRun(existing, identity, this.stateDir);
       this.manifest = existing;
       this.previousWallMs = existing.totals.wallMs;
+      this.previousCost = costCounts(existing.cost);
     } else {
       this.manifest = newBatchManifest(identity);
       await this.save();
@@ -235,6 +259,7 @@ export class BatchJob {
     record.finishedAt = new Date(finishedMs).toISOString();
     record.durationMs = finishedMs - startedMs;
     pass.records.push(record);
+    this.shardsWritten++;
     this.manifest.inFlight = null;
     await this.saveWithTotals();
     return record;
@@ -273,7 +298,24 @@ export class BatchJob {
 
   private async saveWithTotals(): Promise<void> {
     this.manifest.totals = runTotals(this.manifest, this.previousWallMs + (Date.now() - this.runStartedMs));
+    // An invocation that wrote nothing adds nothing (not even its start-up).
+    if (this.shardsWritten > 0) {
+      const { spent } = this.scorer;
+      const now: RunCostCounts = {
+        ...spent,
+        processCpuMs: Math.max(0, this.processCpuMs() - this.cpuBaselineMs),
+        wallMs: Date.now() - this.runStartedMs,
+      };
+      this.manifest.cost = {
+        ...runCost(addRunCostCounts(this.previousCost, now), this.opts.prices ?? { tokens: true }),
+        modelCpuSource: this.opts.model.cpuSource ?? null,
+      };
+    }
     await this.save();
+  }
+
+  private processCpuMs(): number {
+    return (this.opts.processCpuMs ?? processCpuUsageMs)();
   }
 
   private async save(): Promise<void> {
@@ -294,6 +336,7 @@ export class BatchJob {
       ...done,
       wallMs: Date.now() - this.runStartedMs,
       totals: this.manifest.totals,
+      ...(this.manifest.cost ? { cost: this.manifest.cost } : {}),
       retryFailed: this.opts.mode === "retry-failed",
     });
     this.opts.progress?.finish(summary);

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { SluiceError } from "../sluice-error.js";
 import { writeFileAtomic } from "./atomic-file.js";
 import type { InFlightShard } from "./batch-sink.js";
+import type { RunCost, RunCostCounts } from "./run-cost.js";
 import { changedConfigKeys, inputChange, type RunProvenance } from "./run-provenance.js";
 
 /**
@@ -66,6 +67,29 @@ export interface BatchManifest extends RunProvenance<ModelProvenance> {
   /** Shard being written to a topic output; resume checks whether its transaction committed. */
   inFlight: (InFlightShard & { round: number | null; pending: ShardRecord }) | null;
   totals: RunTotals;
+  /**
+   * What the invocations that wrote shards spent (docs/batch-mode.md, "Cost"); absent until the
+   * first shard is written. An invocation that writes nothing adds nothing.
+   */
+  cost?: BatchRunCost;
+}
+
+/** A batch run's cost: the figures, and how its model CPU was measured. */
+export interface BatchRunCost extends RunCost {
+  /** src/model/thread-cpu-clock.ts: proc-schedstat, proc-stat, thread-cpu-usage or wall-estimate. */
+  modelCpuSource: string | null;
+}
+
+/** The counts a manifest's cost was computed from, to add the next invocation's to. */
+export function costCounts(cost: RunCost | undefined): RunCostCounts {
+  if (!cost) return { items: 0, tokens: 0, modelCpuMs: 0, processCpuMs: 0, wallMs: 0 };
+  return {
+    items: cost.items,
+    tokens: cost.tokens,
+    modelCpuMs: cost.modelCpuSeconds * 1000,
+    processCpuMs: (cost.totalCpuSeconds ?? 0) * 1000,
+    wallMs: (cost.wallSeconds ?? 0) * 1000,
+  };
 }
 
 /** Whole-run counts; `failed` counts failures still open (not recovered by a retry round). */

@@ -1,4 +1,5 @@
-import type { RunTotals } from "./batch-manifest.js";
+import type { BatchRunCost, RunTotals } from "./batch-manifest.js";
+import { formatRunCost } from "./run-cost.js";
 
 /** What one `BatchJob.run()` did, and the run's totals so far. */
 export interface BatchRunSummary {
@@ -17,6 +18,8 @@ export interface BatchRunSummary {
   rowsPerSec: number;
   /** Whole-run totals from the manifest. */
   totals: RunTotals;
+  /** Whole-run cost from the manifest (absent before the first shard). */
+  cost?: BatchRunCost;
   message: string;
 }
 
@@ -31,6 +34,7 @@ export interface BatchRunCounts {
   /** This invocation's wall time. */
   wallMs: number;
   totals: RunTotals;
+  cost?: BatchRunCost;
   /** The invocation was a --retry-failed one (changes the hint of a nothing-to-do message). */
   retryFailed: boolean;
 }
@@ -51,7 +55,8 @@ export function summarizeBatchRun(c: BatchRunCounts): BatchRunSummary {
               ? " Use --retry-failed to retry the failures, or --new-run to start over."
               : " Use --new-run to start over.")
         : `run ${c.runId}: ${processed} rows ok, ${t.failed} failed (open), ${c.skipped} skipped (done earlier), ` +
-          `${c.shards} shard(s) written in ${(c.wallMs / 1000).toFixed(1)} s (${rowsPerSec.toFixed(1)} rows/s)`;
+          `${c.shards} shard(s) written in ${(c.wallMs / 1000).toFixed(1)} s (${rowsPerSec.toFixed(1)} rows/s)` +
+          (c.cost ? `; run ${formatRunCost(c.cost)}` : "");
   return {
     runId: c.runId,
     action: c.action,
@@ -62,6 +67,7 @@ export function summarizeBatchRun(c: BatchRunCounts): BatchRunSummary {
     wallMs: c.wallMs,
     rowsPerSec,
     totals: t,
+    ...(c.cost ? { cost: c.cost } : {}),
     message,
   };
 }

@@ -1,4 +1,7 @@
 import { SluiceError } from "../sluice-error.js";
+import type { CostPrices } from "./run-cost.js";
+
+const money = (x: number): string => (x >= 1 ? x.toFixed(2) : x.toPrecision(3));
 
 /**
  * Capacity planning for a batch job: how many workers score `items` within a time window.
@@ -13,6 +16,16 @@ import { SluiceError } from "../sluice-error.js";
  *   headroom read as "no worker above `1 − headroom` utilisation", plus one spare so losing a worker mid-run
  *   still meets the window (N+1).
  * 5,000,000 items in 2 h at 60 items/s/worker with 0.2 headroom: 694.44 items/s, 12 workers, 14–16.
+ *
+ * Pricing (docs/batch-mode.md, "Plan math"):
+ * - `busyHours = items / perWorkerItemsPerSec / 3600 × coresPerWorker` core-hours (GPU-hours with
+ *   `gpu`): the compute the job consumes at full rate, whatever the window; with a measured CPU per
+ *   item (`--measure`) it is `items × cpuSecondsPerItem / 3600` instead, every thread of the process
+ *   counted;
+ * - `provisionedHours = workersWithHeadroomHigh × coresPerWorker × windowHours`: holding the high
+ *   headroom fleet for the whole window;
+ * - money = hours × `cost.cpuCoreHour` (or `cost.gpuHour`) when the price and `cost.currency` are set.
+ * The seed example at 60 items/s and one core per worker: 23.15 core-hours busy, 32 provisioned.
  */
 export interface CapacityPlanInput {
   items: number;
@@ -20,6 +33,21 @@ export interface CapacityPlanInput {
   perWorkerItemsPerSec: number;
   /** Fraction in [0, 1). Default 0.2. */
   headroom?: number;
+  /** Cores one worker keeps busy (`model.intraOpThreads`). Default 1. */
+  coresPerWorker?: number;
+  /** Measured CPU-seconds per item, all threads (replaces rate × cores for the busy hours). */
+  cpuSecondsPerItem?: number;
+  /** Workers are GPUs: hours are GPU-hours, priced by `gpuHour`. */
+  gpu?: boolean;
+  prices?: CostPrices;
+}
+
+export interface CapacityPlanCost {
+  unit: "core-hours" | "GPU-hours";
+  busyHours: number;
+  provisionedHours: number;
+  /** Present when the unit's price and the currency are set. */
+  money?: { currency: string; pricePerHour: number; busy: number; provisioned: number; per1kItems: number };
 }
 
 export interface CapacityPlan {
@@ -33,6 +61,7 @@ export interface CapacityPlan {
   workersWithHeadroomHigh: number;
   /** Window needed by `workers` workers at full rate, seconds. */
   expectedWallSec: number;
+  cost: CapacityPlanCost;
 }
 
 // Guards ceil() against binary floating-point noise such as 12.000000000000002.
@@ -59,6 +88,7 @@ export function planCapacity(input: CapacityPlanInput): CapacityPlan {
   const required = input.items / windowSec;
   const q = input.perWorkerItemsPerSec;
   const workers = Math.max(1, ceil(required / q));
+  const high = Math.max(1, ceil(required / (q * (1 - headroom)))) + 1;
   return {
     items: input.items,
     windowSec,
@@ -67,9 +97,39 @@ export function planCapacity(input: CapacityPlanInput): CapacityPlan {
     requiredItemsPerSec: required,
     workers,
     workersWithHeadroomLow: Math.max(1, ceil((required * (1 + headroom)) / q)),
-    workersWithHeadroomHigh: Math.max(1, ceil(required / (q * (1 - headroom)))) + 1,
+    workersWithHeadroomHigh: high,
     expectedWallSec: input.items / (workers * q),
+    cost: planCost(input, windowSec, high),
   };
+}
+
+function planCost(input: CapacityPlanInput, windowSec: number, fleet: number): CapacityPlanCost {
+  const cores = input.gpu ? 1 : (input.coresPerWorker ?? 1);
+  if (!Number.isFinite(cores) || cores <= 0) {
+    throw new SluiceError("CONFIG_INVALID", `cores per worker must be a positive number, got ${cores}`);
+  }
+  const busySec =
+    input.cpuSecondsPerItem !== undefined && !input.gpu
+      ? input.items * input.cpuSecondsPerItem
+      : (input.items / input.perWorkerItemsPerSec) * cores;
+  const cost: CapacityPlanCost = {
+    unit: input.gpu ? "GPU-hours" : "core-hours",
+    busyHours: busySec / 3600,
+    provisionedHours: (fleet * cores * windowSec) / 3600,
+  };
+  const prices = input.prices;
+  const price = input.gpu ? prices?.gpuHour : prices?.cpuCoreHour;
+  if (price !== undefined && prices?.currency !== undefined) {
+    const busy = cost.busyHours * price;
+    cost.money = {
+      currency: prices.currency,
+      pricePerHour: price,
+      busy,
+      provisioned: cost.provisionedHours * price,
+      per1kItems: (busy * 1000) / input.items,
+    };
+  }
+  return cost;
 }
 
 /** Parses "2h", "90m", "45s", "1h30m", "1500ms" or a bare number of seconds into milliseconds. */
@@ -102,5 +162,14 @@ export function formatCapacityPlan(plan: CapacityPlan): string {
     `workers (headroom ${Math.round(plan.headroom * 100)} %): ${plan.workersWithHeadroomLow}–${plan.workersWithHeadroomHigh}` +
       "  (low: load × (1 + headroom); high: utilisation ≤ 1 − headroom, plus one spare)",
     `wall time at minimum: ${rate(plan.expectedWallSec / 60)} min`,
+    `compute:            ${rate(plan.cost.busyHours)} ${plan.cost.unit} busy, ${rate(plan.cost.provisionedHours)} provisioned (high headroom fleet for the window)`,
+    ...(plan.cost.money
+      ? [
+          `cost:               ${money(plan.cost.money.busy)} ${plan.cost.money.currency} busy (${money(plan.cost.money.per1kItems)} per 1k items), ` +
+            `${money(plan.cost.money.provisioned)} provisioned, at ${plan.cost.money.pricePerHour} per ${plan.cost.unit === "GPU-hours" ? "GPU" : "core"}-hour`,
+        ]
+      : [
+          `cost:               set ${plan.cost.unit === "GPU-hours" ? "cost.gpuHour" : "cost.cpuCoreHour"} and cost.currency for a money figure`,
+        ]),
   ].join("\n");
 }

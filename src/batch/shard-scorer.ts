@@ -29,6 +29,9 @@ export interface ScoredShard {
  * fails its neighbours; a whole-batch failure (a crashed worker) stops the shard and is rethrown.
  */
 export class ShardScorer {
+  /** What the model spent on this scorer's calls so far: items asked, real tokens, worker CPU ms. */
+  readonly spent = { items: 0, tokens: 0, modelCpuMs: 0 };
+
   constructor(private readonly opts: ShardScorerOptions) {}
 
   async score(items: readonly BatchItem[]): Promise<ScoredShard> {
@@ -91,6 +94,9 @@ export class ShardScorer {
           batch.map((i) => modelInputOf(model.task, items[i]!)),
           "throw",
         );
+        this.spent.items += batch.length;
+        this.spent.tokens += stats.realTokens;
+        this.spent.modelCpuMs += stats.cpuMs ?? 0;
         let failed = 0;
         batch.forEach((itemIndex, j) => {
           outcomes[itemIndex] = out[j]!;
@@ -103,6 +109,7 @@ export class ShardScorer {
           inferenceMs: stats.inferenceMs,
           realTokens: stats.realTokens,
           paddedTokens: stats.paddedTokens,
+          ...(stats.cpuMs === undefined ? {} : { cpuMs: stats.cpuMs }),
           expired: 0,
           failed,
         });

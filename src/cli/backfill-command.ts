@@ -1,6 +1,7 @@
 import type { Command } from "commander";
 import { backfillStatus, exportBackfill, submitBackfill } from "../app/backfill-runtime.js";
 import { splitRangeSpec } from "../batch/offset-spec.js";
+import { formatRunCost } from "../batch/run-cost.js";
 import { SluiceError } from "../sluice-error.js";
 import { BackfillStatusView } from "./backfill-status-view.js";
 import { featureRequest, intOption } from "./batch-command.js";
@@ -113,6 +114,7 @@ export function register(program: Command): void {
       process.stdout.write(
         `export of ${runId} to ${s.dir}: ${s.partsWritten} parts written (${s.rowsWritten} rows), ${s.partsSkipped} already there\n`,
       );
+      process.stdout.write(`run ${formatRunCost(s.cost)} over ${s.cost.items} rows the model ran\n`);
       if (s.duplicates > 0) process.stdout.write(`WARNING: ${s.duplicates} ids have more than one result\n`);
       if (!s.complete) {
         process.stdout.write(

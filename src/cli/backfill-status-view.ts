@@ -1,5 +1,6 @@
 import cliProgress from "cli-progress";
 import type { RunStatusReport } from "../backfill/run-outcomes.js";
+import { formatRunCost } from "../batch/run-cost.js";
 
 /**
  * How `sluice backfill status` shows a run: a cli-progress bar on a terminal (kept and updated with
@@ -67,6 +68,7 @@ export function describe(r: RunStatusReport): string {
   lines.push(
     `  model: expected ${r.expectedModelVersion ?? "unknown"}; results from ${versions.length ? versions.join(", ") : "none yet"}`,
   );
+  if (r.cost) lines.push(`  ${formatRunCost(r.cost)} over ${r.cost.items} rows the model ran`);
   if (r.duplicateResults > 0) lines.push(`  WARNING: ${r.duplicateResults} duplicate results`);
   return lines.join("\n");
 }

@@ -13,6 +13,8 @@ interface PlanCliOptions {
   headroom: string;
   measure?: boolean;
   measureSeconds: string;
+  coresPerWorker?: string;
+  gpu?: boolean;
   json?: boolean;
 }
 
@@ -30,11 +32,13 @@ export function register(program: Command): void {
     .option("--headroom <fraction>", "safety margin in [0, 1)", "0.2")
     .option("--measure", "measure the per-worker rate with a short local run of the configured model")
     .option("--measure-seconds <s>", "length of the --measure run", "5")
+    .option("--cores-per-worker <n>", "cores one worker keeps busy (default: model.intraOpThreads)")
+    .option("--gpu", "workers are GPUs: price GPU-hours with cost.gpuHour")
     .option("--json", "print the plan as JSON")
     .action(async (opts: PlanCliOptions, command: Command) => {
       let perWorker = opts.perWorkerQps === undefined ? undefined : Number(opts.perWorkerQps);
       let measuredNote = "";
-      let measured: { items: number; ms: number; batchSize: number } | null = null;
+      let measured: { items: number; ms: number; batchSize: number; cpuSecondsPerItem: number } | null = null;
       if (opts.measure) {
         // One worker: the plan multiplies a per-worker rate (the other model settings are the configured ones).
         const config = loadCommandConfig(command, { model: { workers: 1 } });
@@ -51,17 +55,31 @@ export function register(program: Command): void {
           seconds * 1000,
         );
         perWorker = m.itemsPerSec;
-        measured = { items: m.items, ms: Math.round(m.ms), batchSize: config.batching.maxBatchSize };
-        measuredNote = `measured: ${m.items} items in ${(m.ms / 1000).toFixed(1)} s with batch size ${config.batching.maxBatchSize} (one worker)`;
+        const cpuSecondsPerItem = m.cpuMs / 1000 / m.items;
+        measured = {
+          items: m.items,
+          ms: Math.round(m.ms),
+          batchSize: config.batching.maxBatchSize,
+          cpuSecondsPerItem,
+        };
+        measuredNote =
+          `measured: ${m.items} items in ${(m.ms / 1000).toFixed(1)} s with batch size ${config.batching.maxBatchSize} (one worker), ` +
+          `${(cpuSecondsPerItem * 1000).toFixed(2)} CPU-s per 1k items (every thread of the process)`;
       }
       if (perWorker === undefined) {
         throw new SluiceError("CONFIG_INVALID", "give --per-worker-qps <rate> or --measure");
       }
+      const config = loadCommandConfig(command);
       const plan = planCapacity({
         items: Number(opts.items),
         windowMs: parseDurationMs(opts.window),
         perWorkerItemsPerSec: perWorker,
         headroom: Number(opts.headroom),
+        coresPerWorker:
+          opts.coresPerWorker === undefined ? config.model.intraOpThreads : Number(opts.coresPerWorker),
+        ...(measured ? { cpuSecondsPerItem: measured.cpuSecondsPerItem } : {}),
+        ...(opts.gpu ? { gpu: true } : {}),
+        prices: config.cost,
       });
       if (opts.json) process.stdout.write(`${JSON.stringify({ ...plan, measured }, null, 2)}\n`);
       else process.stdout.write(`${measuredNote ? `${measuredNote}\n` : ""}${formatCapacityPlan(plan)}\n`);
@@ -84,13 +102,14 @@ async function measureItemsPerSec(
   settings: ModelSettings,
   batchSize: number,
   durationMs: number,
-): Promise<{ itemsPerSec: number; items: number; ms: number }> {
+): Promise<{ itemsPerSec: number; items: number; ms: number; cpuMs: number }> {
   const model = await ModelRunner.create(settings);
   try {
     const texts = sampleTexts(batchSize * 8);
     await model.run(texts.slice(0, batchSize)); // warm-up: session init and first-run allocations
     let items = 0;
     let i = 0;
+    const cpuStart = process.cpuUsage();
     const start = performance.now();
     while (performance.now() - start < durationMs) {
       const batch = texts.slice((i * batchSize) % texts.length, ((i * batchSize) % texts.length) + batchSize);
@@ -99,7 +118,8 @@ async function measureItemsPerSec(
       i++;
     }
     const ms = performance.now() - start;
-    return { itemsPerSec: (items * 1000) / ms, items, ms };
+    const cpu = process.cpuUsage(cpuStart);
+    return { itemsPerSec: (items * 1000) / ms, items, ms, cpuMs: (cpu.user + cpu.system) / 1000 };
   } finally {
     await model.close();
   }

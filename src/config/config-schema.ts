@@ -43,7 +43,7 @@ export const topicsSchema = z
     runs: topicName()
       .default("sluice.runs")
       .describe(
-        "Compacted topic of backfill run manifests, keyed by run id (sluice backfill; created on first submit).",
+        "Compacted topic of backfill run manifests, keyed by run id, and of the runs' cost shares that serve writes (keys cost/<runId>/…); created by the first submit, or by serve when topics.backfill is set.",
       ),
     backfillResults: topicName()
       .optional()
@@ -322,6 +322,34 @@ export const batchSchema = z
   })
   .describe("Offline batch mode.");
 
+export const costSchema = z
+  .strictObject({
+    cpuCoreHour: z
+      .number()
+      .nonnegative()
+      .optional()
+      .describe(
+        "Price of one CPU core (vCPU) for one hour, in cost.currency (e.g. a cloud's on-demand price per vCPU-hour); unset = no money figures.",
+      ),
+    gpuHour: z
+      .number()
+      .nonnegative()
+      .optional()
+      .describe("Price of one GPU for one hour, in cost.currency; used by `sluice plan --gpu`."),
+    currency: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("Currency of the prices (e.g. USD); unset = money fields are absent."),
+    tokens: z
+      .boolean()
+      .default(true)
+      .describe("Also report CPU-seconds (and money) per 1k tokens, beside per 1k items."),
+  })
+  .describe(
+    "What compute costs: prices for money figures in batch manifests, backfill status and `sluice plan`.",
+  );
+
 export const sluiceConfigSchema = z
   .strictObject({
     kafka: kafkaSchema.prefault({}),
@@ -335,6 +363,7 @@ export const sluiceConfigSchema = z
     batch: batchSchema.prefault({}),
     shutdown: shutdownSchema.prefault({}),
     schemaRegistry: schemaRegistrySchema.prefault({}),
+    cost: costSchema.prefault({}),
   })
   .superRefine((c, ctx) => {
     // Cross-field rules: each names both keys so the fix is obvious.
@@ -433,7 +462,7 @@ export const sluiceConfigSchema = z
       }
     }
     // Backfill runs (docs/lanes.md, "Backfill runs"): the runs topic and the backfill results topic are
-    // outputs, so neither may be an input; the runs topic is compacted and holds manifests only.
+    // outputs, so neither may be an input; the runs topic is compacted and holds manifests and cost shares only.
     const allInputs = new Set([...c.topics.requests, ...c.topics.backfill]);
     const backfillOutputs = [
       ["runs", c.topics.runs],

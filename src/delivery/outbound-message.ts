@@ -27,6 +27,11 @@ export interface RecordCompletion {
   errorCode?: string;
   /** Timestamp of the input record, epoch ms. */
   recordTimestampMs: number;
+  /**
+   * A backfill run's row: its share of the model's cost. The committer sums these per run into one
+   * cost-share record on the runs topic per transaction (src/contracts/run-cost-share.ts).
+   */
+  runCost?: { runId: string; items: number; tokens: number; cpuMs: number };
   /** For dead letters: which record it was, for the dead-letter log (hashed there; never the value). */
   deadLetter?: DeadLetterNote;
 }

@@ -1,3 +1,4 @@
+import { encodeRunCostShare, type RunCostShare, runCostShareKey } from "../contracts/run-cost-share.js";
 import type { SluiceEvents } from "../events/sluice-events.js";
 import type { BatcherClock } from "../microbatch/batcher-clock.js";
 import { SluiceError } from "../sluice-error.js";
@@ -70,6 +71,11 @@ export interface PartitionCommitterOptions {
    * record fails the committer like any other publish error.
    */
   deadLetterTopic?: string;
+  /**
+   * The runs topic (`topics.runs`): each transaction that holds rows of a backfill run also writes
+   * that run's cost share there (src/contracts/run-cost-share.ts). Unset: no shares are written.
+   */
+  runCostTopic?: string;
   /** Called after each committed transaction (records waiting for commit went down). */
   onCommitted?: () => void;
   /** Called once when a commit fails; the committer is dead afterwards (sticky error). */
@@ -289,6 +295,15 @@ export class PartitionCommitter {
       outputs.push(...c.outputs);
       bookkeeping.push(...c.changelog);
     }
+    if (this.opts.runCostTopic !== undefined) {
+      for (const share of runCostShares(completions, this.topic, this.partition, nextOffset)) {
+        outputs.push({
+          topic: this.opts.runCostTopic,
+          key: runCostShareKey(share),
+          value: encodeRunCostShare(share),
+        });
+      }
+    }
     if (checkpoint) {
       bookkeeping.push({
         topic: checkpoint.topic,
@@ -368,6 +383,38 @@ export class PartitionCommitter {
   private throwIfFailed(): void {
     if (this.failure) throw this.failure;
   }
+}
+
+/** The runs' shares of one transaction's completions, one per run id, in first-seen order. Pure. */
+export function runCostShares(
+  completions: readonly RecordCompletion[],
+  topic: string,
+  partition: number,
+  nextOffset: string,
+): RunCostShare[] {
+  const byRun = new Map<string, RunCostShare>();
+  for (const c of completions) {
+    const cost = c.runCost;
+    if (cost === undefined) continue;
+    let share = byRun.get(cost.runId);
+    if (share === undefined) {
+      share = {
+        kind: "sluice.run-cost-share",
+        runId: cost.runId,
+        topic,
+        partition,
+        nextOffset,
+        items: 0,
+        tokens: 0,
+        modelCpuMs: 0,
+      };
+      byRun.set(cost.runId, share);
+    }
+    share.items += cost.items;
+    share.tokens += cost.tokens;
+    share.modelCpuMs += cost.cpuMs;
+  }
+  return [...byRun.values()];
 }
 
 function sliceRange(

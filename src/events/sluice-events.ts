@@ -40,6 +40,8 @@ export interface SluiceEventMap {
     inferenceMs: number;
     realTokens: number;
     paddedTokens: number;
+    /** CPU of the batch's ORT calls on the inference worker threads, ms (absent: not measured). */
+    cpuMs?: number;
     expired: number;
     failed: number;
   };

@@ -1,5 +1,6 @@
 import type { Kafka } from "kafkajs";
 import { decodeRunManifest, type RunManifest } from "../backfill/run-manifest.js";
+import { decodeRunCostShare, RUN_COST_KEY_PREFIX, type RunCostShare } from "../contracts/run-cost-share.js";
 import { SluiceError } from "../sluice-error.js";
 import { withAdmin } from "./admin-session.js";
 import { readKafkaRanges } from "./kafka-range-reader.js";
@@ -21,8 +22,9 @@ export interface RunManifestStoreOptions {
 }
 
 /**
- * Reads backfill run manifests from the compacted runs topic (`topics.runs`, one partition, created
- * on first submit). The latest committed record of a run id is its manifest; `read_committed` hides
+ * Reads backfill run manifests, and the cost shares serve instances write beside them
+ * (src/contracts/run-cost-share.ts), from the compacted runs topic (`topics.runs`, one partition,
+ * created on first submit or by serve with a backfill lane). The latest committed record of a run id is its manifest; `read_committed` hides
  * the manifests of aborted submit transactions. Writing happens only inside a submit transaction
  * (src/kafka/backfill-run-writer.ts).
  */
@@ -62,12 +64,22 @@ export class RunManifestStore {
 
   /** The run's last committed manifest, or null when the run (or the runs topic) does not exist. */
   async latest(runId: string): Promise<RunManifest | null> {
+    return (await this.read(runId)).manifest;
+  }
+
+  /**
+   * The run's last committed manifest and the committed cost shares serve instances wrote for its
+   * rows (src/contracts/run-cost-share.ts), in one read of the runs topic.
+   */
+  async read(runId: string): Promise<{ manifest: RunManifest | null; costShares: RunCostShare[] }> {
     const ranges = await withAdmin(this.opts.kafka, async (admin) => {
       if (!(await admin.listTopics()).includes(this.opts.topic)) return null;
       const offsets = await admin.fetchTopicOffsets(this.opts.topic);
       return offsets.map((o) => ({ partition: o.partition, startOffset: o.low, endOffset: o.high }));
     });
-    if (ranges === null) return null;
+    const costShares: RunCostShare[] = [];
+    if (ranges === null) return { manifest: null, costShares };
+    const sharePrefix = `${RUN_COST_KEY_PREFIX}${runId}/`;
     let last: RunManifest | null = null;
     for await (const { partition, message } of readKafkaRanges({
       kafka: this.opts.kafka,
@@ -75,13 +87,19 @@ export class RunManifestStore {
       ranges,
       groupIdPrefix: `${BACKFILL_GROUP_PREFIX}runs`,
     })) {
-      if (message.key?.toString("utf8") !== runId) continue;
+      const key = message.key?.toString("utf8");
+      if (key?.startsWith(sharePrefix)) {
+        const share = decodeRunCostShare(message.value);
+        if (share) costShares.push(share);
+        continue;
+      }
+      if (key !== runId) continue;
       if (message.value === null) {
         last = null; // a tombstone: the run was deleted
         continue;
       }
       last = decodeRunManifest(message.value, `${this.opts.topic}/${partition}@${message.offset}`);
     }
-    return last;
+    return { manifest: last, costShares };
   }
 }

@@ -29,6 +29,8 @@ export function workerInitOf(o: ModelSettings): WorkerInit {
   };
 }
 
+type WorkerHelloReady = Extract<WorkerHello, { type: "ready" }>;
+
 /** One ORT call's inputs: the wire request without its correlation id (added by the pool). */
 export type InferenceJob = Omit<WorkerRunRequest, "id">;
 
@@ -37,6 +39,8 @@ export interface InferenceJobResult {
   data: Float32Array;
   dim: number;
   runMs: number;
+  /** CPU of the call on the worker's threads, ms (`cpuSource` says how it is measured). */
+  cpuMs: number;
 }
 
 /** A tensor model's ORT call: named feeds, and the outputs to fetch. */
@@ -45,6 +49,8 @@ export type FeedsJob = Omit<WorkerFeedsRequest, "id">;
 export interface FeedsJobResult {
   outputs: WorkerFeed[];
   runMs: number;
+  /** As for `InferenceJobResult`. */
+  cpuMs: number;
 }
 
 type Pending =
@@ -147,6 +153,8 @@ function tsxEsmApiUrl(): string {
 export class InferenceWorkerPool {
   readonly inputs: TensorInfo[];
   readonly outputs: TensorInfo[];
+  /** How the workers measure each call's CPU (thread-cpu-clock.ts). */
+  readonly cpuSource: WorkerHelloReady["cpuSource"];
   private readonly slots: Slot[] = [];
   private readonly queue = new LaneJobQueue();
   private nextJobId = 1;
@@ -158,6 +166,7 @@ export class InferenceWorkerPool {
   ) {
     this.inputs = hello.inputs;
     this.outputs = hello.outputs;
+    this.cpuSource = hello.cpuSource;
   }
 
   static async start(init: WorkerInit, workers: number): Promise<InferenceWorkerPool> {
@@ -238,9 +247,14 @@ export class InferenceWorkerPool {
           data: reply.data,
           dim: reply.dim,
           runMs: reply.runMs,
+          cpuMs: reply.cpuMs,
         });
       } else if (reply.type === "outputs") {
-        (pending.resolve as (r: FeedsJobResult) => void)({ outputs: reply.outputs, runMs: reply.runMs });
+        (pending.resolve as (r: FeedsJobResult) => void)({
+          outputs: reply.outputs,
+          runMs: reply.runMs,
+          cpuMs: reply.cpuMs,
+        });
       } else pending.reject(new SluiceError("INFERENCE_FAILED", reply.message, { retriable: false }));
       if (slot.inFlight.size === 0) slot.drained?.();
       this.dispatch();

@@ -3,11 +3,12 @@
  * native code (DESIGN.md §3). Inputs arrive and outputs leave as transferred typed arrays (no copies).
  * Post-processing (pooling, softmax) happens here too, so only [rows, dim] floats cross back.
  */
-import { parentPort, workerData } from "node:worker_threads";
+import { parentPort, threadId, workerData } from "node:worker_threads";
 import * as ort from "onnxruntime-node";
 import { softmaxRows } from "./tasks/classification-task.js";
 import { poolEmbeddings } from "./tasks/embedding-task.js";
 import { runFeeds } from "./tasks/tensor-task.js";
+import { ThreadCpuClock } from "./thread-cpu-clock.js";
 import {
   transferablesOf,
   type WorkerFeedsRequest,
@@ -19,6 +20,8 @@ import {
 
 const init = workerData as WorkerInit;
 const port = parentPort!;
+// Before the session: its ORT pool threads inherit this thread's name (thread-cpu-clock.ts).
+const cpuClock = ThreadCpuClock.start({ intraOpThreads: init.intraOpThreads, workerId: threadId });
 
 async function main(): Promise<void> {
   let session: ort.InferenceSession;
@@ -45,22 +48,43 @@ async function main(): Promise<void> {
       type: m.isTensor ? String(m.type) : "non-tensor",
       shape: m.isTensor ? [...m.shape] : [],
     }));
-  post({ type: "ready", inputs: meta(session.inputMetadata), outputs: meta(session.outputMetadata) });
+  cpuClock.adoptPoolThreads();
+  post({
+    type: "ready",
+    inputs: meta(session.inputMetadata),
+    outputs: meta(session.outputMetadata),
+    cpuSource: cpuClock.source,
+  });
 
+  // One call at a time, in arrival order (the pool posts up to two): `session.run()` yields before its
+  // native part, so a request started at once would interleave with the running call; each call's CPU
+  // is then its own (and the wall estimate's windows do not overlap and count twice).
+  let previous: Promise<void> = Promise.resolve();
   port.on("message", (request: WorkerRunRequest | WorkerFeedsRequest) => {
-    const reply = "feeds" in request ? runFeeds(session, request) : run(session, request);
-    reply.then(post, (error: unknown) =>
-      post({
-        type: "failed",
-        id: request.id,
-        message: error instanceof Error ? error.message : String(error),
-      }),
+    previous = previous.then(() =>
+      ("feeds" in request ? runTensors(session, request) : run(session, request)).then(
+        post,
+        (error: unknown) =>
+          post({
+            type: "failed",
+            id: request.id,
+            message: error instanceof Error ? error.message : String(error),
+          }),
+      ),
     );
   });
 }
 
+/** A tensor call (named feeds), charged on the worker's thread clock like a text call. */
+async function runTensors(session: ort.InferenceSession, request: WorkerFeedsRequest): Promise<WorkerReply> {
+  const cpuStarted = cpuClock.nowMs();
+  const reply = await runFeeds(session, request);
+  return reply.type === "outputs" ? { ...reply, cpuMs: cpuClock.chargeCall(cpuStarted) } : reply;
+}
+
 async function run(session: ort.InferenceSession, request: WorkerRunRequest): Promise<WorkerReply> {
   const started = performance.now();
+  const cpuStarted = cpuClock.nowMs();
   const dims = [request.rows, request.seqLen];
   const feeds: Record<string, ort.Tensor> = {
     [request.feedNames.inputIds]: new ort.Tensor("int64", request.inputIds, dims),
@@ -90,6 +114,7 @@ async function run(session: ort.InferenceSession, request: WorkerRunRequest): Pr
     data: result.data,
     dim: result.dim,
     runMs: performance.now() - started,
+    cpuMs: cpuClock.chargeCall(cpuStarted),
   };
 }
 

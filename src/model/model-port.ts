@@ -1,5 +1,6 @@
 import type { InferenceOutput, InferenceRequest, ModelIdentity } from "../contracts/inference.js";
 import type { Lane } from "../contracts/lane.js";
+import type { ThreadCpuSource } from "./thread-cpu-clock.js";
 
 /**
  * What the streaming processor and batch mode need from a model. `ModelRunner` (worker pool over
@@ -45,6 +46,12 @@ export interface ModelCallStats {
   inferenceMs: number;
   realTokens: number;
   paddedTokens: number;
+  /**
+   * CPU the batch's ORT calls used on the inference worker threads (and their ORT pool threads),
+   * ms; absent for models that run no worker (the no-op model). How it is measured:
+   * src/model/thread-cpu-clock.ts.
+   */
+  cpuMs?: number;
 }
 
 export interface ModelRunOptions {
@@ -63,6 +70,8 @@ export interface ModelPort {
    * covers model + tokenizer together. Absent for models without a tokenizer (the no-op model).
    */
   readonly tokenizerHash?: string;
+  /** How `ModelCallStats.cpuMs` is measured (src/model/thread-cpu-clock.ts); absent when it is not. */
+  readonly cpuSource?: ThreadCpuSource;
   /** Token count after truncation, used by token-bounded batching. Cheap; runs on the caller's thread. */
   countTokens(text: string): number;
   /** Runs one batch; outcomes come back in input order, one per item. Never rejects for one bad item. */

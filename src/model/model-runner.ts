@@ -13,6 +13,7 @@ import { applyOnnxruntimeTelemetry } from "./onnxruntime-telemetry.js";
 import { classificationOutput, labelsFromMetadata } from "./tasks/classification-task.js";
 import { embeddingOutput } from "./tasks/embedding-task.js";
 import { TextTokenizer } from "./text-tokenizer.js";
+import type { ThreadCpuSource } from "./thread-cpu-clock.js";
 import { resolveWorkerCount } from "./worker-count.js";
 import type { FeedNames } from "./worker-protocol.js";
 
@@ -90,6 +91,10 @@ export class ModelRunner implements ModelPort {
     }
   }
 
+  get cpuSource(): ThreadCpuSource {
+    return this.pool.cpuSource;
+  }
+
   countTokens(text: string): number {
     return this.tokenizer.countTokens(text);
   }
@@ -115,6 +120,7 @@ export class ModelRunner implements ModelPort {
       lane === "backfill" ? sliceSubBatches(planned, lengths, this.options.backfillSliceRows) : planned;
     let realTokens = 0;
     let paddedTokens = 0;
+    const cpu = { ms: 0 };
     for (const sub of plan) {
       realTokens += sub.realTokens;
       paddedTokens += sub.seqLen * sub.indices.length;
@@ -126,10 +132,12 @@ export class ModelRunner implements ModelPort {
           sub.seqLen,
           outcomes,
           lane,
+          cpu,
         ),
       ),
     );
-    return { outcomes, stats: { inferenceMs: performance.now() - started, realTokens, paddedTokens } };
+    const inferenceMs = performance.now() - started;
+    return { outcomes, stats: { inferenceMs, realTokens, paddedTokens, cpuMs: cpu.ms } };
   }
 
   close(): Promise<void> {
@@ -141,6 +149,7 @@ export class ModelRunner implements ModelPort {
     seqLen: number,
     outcomes: ItemOutcome[],
     lane: Lane,
+    cpu: { ms: number },
   ): Promise<void> {
     const { inputIds, attentionMask } = padSequences(
       items.map((i) => i.ids),
@@ -167,10 +176,11 @@ export class ModelRunner implements ModelPort {
         return;
       }
       // One bad item must not fail its neighbours: retry each alone to find it.
-      await Promise.all(items.map((item) => this.runItems([item], item.ids.length, outcomes, lane)));
+      await Promise.all(items.map((item) => this.runItems([item], item.ids.length, outcomes, lane, cpu)));
       return;
     }
     const { data, dim } = result;
+    cpu.ms += result.cpuMs;
     items.forEach((item, row) => {
       const slice = data.subarray(row * dim, (row + 1) * dim);
       outcomes[item.index] = {

@@ -10,6 +10,7 @@ import { readOnnxSummary } from "./onnx-metadata.js";
 import { applyOnnxruntimeTelemetry } from "./onnxruntime-telemetry.js";
 import { type RowRequest, splitOutputs, stackFeeds, stackGroups } from "./tensor-batch.js";
 import { checkRequest, readTensorSignature, type TensorSignature } from "./tensor-signature.js";
+import type { ThreadCpuSource } from "./thread-cpu-clock.js";
 import { resolveWorkerCount } from "./worker-count.js";
 
 /** What a loaded tensor model is: `TensorModelRunner.description`, printed by `sluice model info`. */
@@ -43,6 +44,11 @@ export class TensorModelRunner implements ModelPort {
     private readonly backfillSliceRows: number,
   ) {
     this.identity = description.identity;
+  }
+
+  /** How `stats.cpuMs` is measured (src/model/thread-cpu-clock.ts). */
+  get cpuSource(): ThreadCpuSource {
+    return this.pool.cpuSource;
   }
 
   static async create(o: ModelSettings): Promise<TensorModelRunner> {
@@ -103,11 +109,17 @@ export class TensorModelRunner implements ModelPort {
     // Backfill calls are cut so an online call never waits behind a long one (docs/lanes.md).
     const calls =
       lane === "backfill" ? groups.flatMap((g) => sliceByRows(g, this.backfillSliceRows)) : groups;
-    await Promise.all(calls.map((group) => this.runGroup(group, outcomes, lane)));
+    const cpu = { ms: 0 };
+    await Promise.all(calls.map((group) => this.runGroup(group, outcomes, lane, cpu)));
     const rows = valid.reduce((n, r) => n + r.rows, 0);
     return {
       outcomes,
-      stats: { inferenceMs: performance.now() - started, realTokens: rows, paddedTokens: rows },
+      stats: {
+        inferenceMs: performance.now() - started,
+        realTokens: rows,
+        paddedTokens: rows,
+        cpuMs: cpu.ms,
+      },
     };
   }
 
@@ -115,7 +127,12 @@ export class TensorModelRunner implements ModelPort {
     return this.pool.close();
   }
 
-  private async runGroup(group: RowRequest[], outcomes: ItemOutcome[], lane: Lane): Promise<void> {
+  private async runGroup(
+    group: RowRequest[],
+    outcomes: ItemOutcome[],
+    lane: Lane,
+    cpu: { ms: number },
+  ): Promise<void> {
     const sig = this.description.signature;
     let split: ReturnType<typeof splitOutputs>;
     try {
@@ -123,6 +140,7 @@ export class TensorModelRunner implements ModelPort {
         { feeds: stackFeeds(sig, group), outputNames: sig.outputs.map((o) => o.name) },
         lane,
       );
+      cpu.ms += result.cpuMs;
       split = splitOutputs(sig, result.outputs, group);
     } catch (error) {
       if (!(error instanceof SluiceError) || error.code !== "INFERENCE_FAILED") throw error;
@@ -134,7 +152,7 @@ export class TensorModelRunner implements ModelPort {
         return;
       }
       // One bad request must not fail its neighbours: run each alone to find it.
-      await Promise.all(group.map((r) => this.runGroup([r], outcomes, lane)));
+      await Promise.all(group.map((r) => this.runGroup([r], outcomes, lane, cpu)));
       return;
     }
     group.forEach((r, g) => {

@@ -1,5 +1,6 @@
 import type { ModelTask } from "./model-port.js";
 import type { Pooling } from "./tasks/embedding-task.js";
+import type { ThreadCpuSource } from "./thread-cpu-clock.js";
 
 /** Messages between `InferenceWorkerPool` (main thread) and `inference-worker` (worker thread). */
 export interface WorkerInit {
@@ -55,8 +56,23 @@ export interface WorkerFeedsRequest {
 }
 
 export type WorkerReply =
-  | { type: "done"; id: number; data: Float32Array; dim: number; runMs: number }
-  | { type: "outputs"; id: number; outputs: WorkerFeed[]; runMs: number }
+  | {
+      type: "done";
+      id: number;
+      data: Float32Array;
+      dim: number;
+      runMs: number;
+      /** CPU of this call on the worker's threads (itself and its ORT pool), ms; see thread-cpu-clock.ts. */
+      cpuMs: number;
+    }
+  | {
+      type: "outputs";
+      id: number;
+      outputs: WorkerFeed[];
+      runMs: number;
+      /** As for "done". */
+      cpuMs: number;
+    }
   | { type: "failed"; id: number; message: string };
 
 export interface TensorInfo {
@@ -77,5 +93,11 @@ export function transferablesOf(feeds: readonly WorkerFeed[]): ArrayBuffer[] {
 }
 
 export type WorkerHello =
-  | { type: "ready"; inputs: TensorInfo[]; outputs: TensorInfo[] }
+  | {
+      type: "ready";
+      inputs: TensorInfo[];
+      outputs: TensorInfo[];
+      /** How `cpuMs` is measured on this worker. */
+      cpuSource: ThreadCpuSource;
+    }
   | { type: "init-failed"; message: string };

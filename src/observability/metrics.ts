@@ -35,6 +35,8 @@ export const SLUICE_METRIC_NAMES = [
   "sluice_transactions_total",
   "sluice_model_info",
   "sluice_fallbacks_total",
+  "sluice_model_cpu_seconds_total",
+  "sluice_tokens_total",
 ] as const;
 
 const LATENCY_BUCKETS_S = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
@@ -66,6 +68,8 @@ export class SluiceMetrics {
   private readonly expired: Counter;
   private readonly transactions: Counter<"outcome">;
   private readonly modelInfo: Gauge<"name" | "version" | "task">;
+  private readonly modelCpu: Counter<"lane">;
+  private readonly tokens: Counter<"lane">;
 
   /** Event time of the last committed record per partition (from commits here or from the log). */
   private readonly lastCommittedEventMs = new Map<string, { topic: string; partition: number; ms: number }>();
@@ -194,6 +198,22 @@ export class SluiceMetrics {
       registers,
     });
 
+    this.modelCpu = new Counter({
+      name: "sluice_model_cpu_seconds_total",
+      help:
+        "CPU-seconds of ORT calls on the inference worker threads (and their onnxruntime pool threads), by lane. " +
+        "Measured per call from the kernel's per-thread counters (/proc/thread-self, Linux) or process.threadCpuUsage(); " +
+        "elsewhere estimated as wall time × model.intraOpThreads. process_cpu_seconds_total minus this is the work outside the model.",
+      labelNames: ["lane"],
+      registers,
+    });
+    this.tokens = new Counter({
+      name: "sluice_tokens_total",
+      help: "Real tokens (before padding) the model ran, by lane; for CPU-seconds and cost per 1k tokens.",
+      labelNames: ["lane"],
+      registers,
+    });
+
     // Create the known series at 0 so rate() and absent-vs-zero alerts work from the first scrape.
     for (const reason of ["size", "tokens", "wait", "deadline", "shutdown"])
       this.batches.inc({ reason, lane: "online" }, 0);
@@ -202,6 +222,8 @@ export class SluiceMetrics {
     for (const reason of ["deadline", "model_error", "overload"]) this.fallbacks.inc({ reason }, 0);
     for (const outcome of ["committed", "aborted", "fenced", "failed"]) this.transactions.inc({ outcome }, 0);
     this.expired.inc(0);
+    this.modelCpu.inc({ lane: "online" }, 0);
+    this.tokens.inc({ lane: "online" }, 0);
 
     if (opts.collectDefaultMetrics ?? true) {
       collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: precision });
@@ -239,7 +261,10 @@ export class SluiceMetrics {
         for (const ms of e.queueWaitMs) wait.observe(Math.max(0, ms) / 1000);
       }),
       events.on("microbatch.inferred", (e) => {
-        this.inference.observe({ lane: e.lane ?? "online" }, e.inferenceMs / 1000);
+        const lane = { lane: e.lane ?? "online" };
+        this.inference.observe(lane, e.inferenceMs / 1000);
+        if (e.cpuMs !== undefined && e.cpuMs > 0) this.modelCpu.inc(lane, e.cpuMs / 1000);
+        if (e.realTokens > 0) this.tokens.inc(lane, e.realTokens);
       }),
       events.on("transaction.finished", (e) => {
         this.transactions.inc({ outcome: e.outcome });

@@ -6,7 +6,7 @@ import type { SluiceEventMap, SluiceEventName } from "../events/sluice-events.js
 import type { FallbackPolicy } from "../fallback/fallback-policy.js";
 import type { BatcherClock } from "../microbatch/batcher-clock.js";
 import type { LaneBatch } from "../microbatch/lane-batcher.js";
-import { type ModelPort, modelInputOf, runBatch } from "../model/model-port.js";
+import { type ModelCallStats, type ModelPort, modelInputOf, runBatch } from "../model/model-port.js";
 import type { PartitionTask } from "./partition-task.js";
 import type { WorkItem } from "./request-intake.js";
 
@@ -58,7 +58,7 @@ export class MicroBatchRunner {
       }
     }
     let failed = 0;
-    let stats = { inferenceMs: 0, realTokens: 0, paddedTokens: 0 };
+    let stats: ModelCallStats = { inferenceMs: 0, realTokens: 0, paddedTokens: 0 };
     if (toRun.length > 0) {
       const run = await runBatch(
         this.ctx.model,
@@ -68,13 +68,16 @@ export class MicroBatchRunner {
       );
       stats = run.stats;
       this.ctx.recordInference(toRun.length, stats.inferenceMs);
+      // Each item's even share of the batch's model CPU, reported with a backfill run's rows.
+      const cpuMsPerItem = (stats.cpuMs ?? 0) / toRun.length;
       toRun.forEach((item, i) => {
         const outcome = run.outcomes[i] as ResultOutcome;
         if (!outcome.ok) failed++;
         if (!live(item)) return;
+        const cost = { cpuMs: cpuMsPerItem, tokens: outcome.ok ? outcome.tokens : 0 };
         const reason = outcome.ok ? undefined : this.fallbackFor(item)?.afterModel(outcome.code);
         if (reason !== undefined) this.fallback(item, reason, startedAt, stats.inferenceMs, toRun.length);
-        else this.finish(item, outcome, startedAt, stats.inferenceMs, toRun.length);
+        else this.finish(item, outcome, startedAt, stats.inferenceMs, toRun.length, cost);
       });
     }
     this.ctx.emit("microbatch.inferred", { lane: batch.lane, size: toRun.length, ...stats, expired, failed });
@@ -120,6 +123,7 @@ export class MicroBatchRunner {
     startedAt: number,
     inferenceMs: number,
     batchSize: number,
+    cost?: { cpuMs: number; tokens: number },
   ): void {
     const ctx = {
       request: item.request,
@@ -137,6 +141,9 @@ export class MicroBatchRunner {
     // Counted by sluice_fallbacks_total{reason} when it commits.
     if (completion.status === "fallback" && "fallbackReason" in outcome)
       completion.fallbackReason = outcome.fallbackReason;
+    // A backfill run's rows carry their model cost; the committer sums it per run (docs/batch-mode.md).
+    if (item.runId !== undefined)
+      completion.runCost = { runId: item.runId, items: 1, ...(cost ?? { cpuMs: 0, tokens: 0 }) };
     this.ctx.complete(item.task, item.generation, item.source.offset, completion);
   }
 }

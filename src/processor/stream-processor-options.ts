@@ -27,6 +27,8 @@ export interface ProcessorSettings {
   /** Where backfill-lane results go (`topics.backfillResults`; unset = `resultsTopic`). */
   backfillResultsTopic?: string;
   deadLetterTopic: string;
+  /** `topics.runs`: where backfill-lane transactions write their run's cost share. */
+  runsTopic: string;
   /** Base name; the changelog of request topic T is `<base>.<groupId>.<T>` (see topic-admin.ts). */
   dedupChangelogBase: string;
   /** Codec for request records without a content-type header. */
@@ -69,6 +71,7 @@ const SETTING_KEYS = {
   resultsTopic: ["topics", "results"],
   backfillResultsTopic: ["topics", "backfillResults"],
   deadLetterTopic: ["topics", "deadLetters"],
+  runsTopic: ["topics", "runs"],
   dedupChangelogBase: ["topics", "dedupChangelog"],
   requestCodec: ["topics", "requestCodec"],
   resultCodec: ["topics", "resultCodec"],

@@ -134,11 +134,22 @@ describe("sluice backfill across a serve group", () => {
     expect(report).toMatchObject({ runId, rowsTotal: ROWS, rowsDone: ROWS, rowsFailed: 0, done: true });
     expect(report.duplicateResults).toBe(0);
     expect(report.modelVersions.map((v) => v.version)).toEqual([report.expectedModelVersion]);
+    // The run's cost sums each instance's committed shares once: the killed instance's committed
+    // share counts, its aborted work is in the survivor's share, and the replay doubles nothing.
+    expect(atKill.cost!.items).toBeGreaterThan(0);
+    expect(report.cost).toMatchObject({ items: ROWS });
+    expect(report.cost!.tokens).toBeGreaterThan(ROWS);
+    expect(report.cost!.modelCpuSeconds).toBeGreaterThan(0);
+    expect(report.cost!.modelCpuSecondsPer1kItems).toBeCloseTo(
+      (report.cost!.modelCpuSeconds * 1000) / ROWS,
+      3,
+    );
 
     // Export: every backfill id exactly once.
     const out = join(dir, "export");
     const exported = await runCli(["backfill", "export", runId, "--output", out, "--part-rows", "1000"], env);
     expect(exported.code, exported.stdout + exported.stderr).toBe(0);
+    expect(exported.stdout).toMatch(new RegExp(`run cost: model [\\d.]+ CPU-s, .* over ${ROWS} rows`));
     const counts = new Map<string, number>();
     for (const name of (await readdir(out)).filter((n) => n.endsWith(".jsonl")).sort()) {
       for (const line of (await readFile(join(out, name), "utf8")).split("\n")) {

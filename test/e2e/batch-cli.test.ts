@@ -142,6 +142,14 @@ describe("sluice batch (CLI)", () => {
     const first = await run(args, {}, { failIds: ["r3", "r30", "r59"] });
     expect(first.code, first.out).toBe(0);
     expect(await failureIds(out)).toEqual(["r3", "r7", "r30", "r44", "r59"]);
+    // The run's cost: every row the model was asked about, CPU of the process and of the model.
+    const cost = (await manifest(out)).cost;
+    // The three injected failures fail at the source (the failIds seam), before the model: not its items.
+    expect(cost).toMatchObject({ items: N - 3, modelCpuSource: "proc-schedstat" });
+    expect(cost.tokens).toBeGreaterThan(N);
+    expect(cost.totalCpuSeconds).toBeGreaterThan(cost.modelCpuSeconds);
+    expect(cost.money).toBeUndefined(); // no prices configured
+    expect(first.out).toMatch(/run cost: [\d.]+ CPU-s \(model [\d.]+\)/);
 
     const before = await Promise.all(
       (await partFiles(out)).map(async (n) => (await stat(join(out, n))).mtimeMs),
@@ -153,6 +161,7 @@ describe("sluice batch (CLI)", () => {
       (await partFiles(out)).map(async (n) => (await stat(join(out, n))).mtimeMs),
     );
     expect(after).toEqual(before);
+    expect((await manifest(out)).cost).toEqual(cost); // a rerun that writes nothing adds nothing
 
     const retry = await run([...args, "--retry-failed"]);
     expect(retry.code, retry.out).toBe(0);
@@ -163,6 +172,7 @@ describe("sluice batch (CLI)", () => {
     expect([...ids, "r7", "r44"].sort()).toEqual([...allIds].sort());
     const m = await manifest(out);
     expect(m.retries[0]).toMatchObject({ round: 1, rowsAttempted: 5, complete: true });
+    expect(m.cost.items).toBe(N - 3 + 5); // the retry round's rows were asked again
     for (const s of [...m.shards, ...m.retries[0].shards]) {
       const bytes = await readFile(join(out, s.output));
       expect(createHash("sha256").update(bytes).digest("hex")).toBe(s.sha256);

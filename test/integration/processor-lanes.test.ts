@@ -3,10 +3,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createStreamProcessor } from "../../src/app/stream-processor-factory.js";
+import { sumRunCostShares } from "../../src/backfill/run-cost-total.js";
 import { modelSettings } from "../../src/config/model-settings.js";
 import { RUN_ID_HEADER } from "../../src/contracts/lane.js";
 import { encodeRequest } from "../../src/contracts/request-codec.js";
+import { decodeRunCostShare, type RunCostShare } from "../../src/contracts/run-cost-share.js";
 import { SluiceEvents } from "../../src/events/sluice-events.js";
+import { RunManifestStore } from "../../src/kafka/run-manifest-store.js";
 import { ensureTopics } from "../../src/kafka/topic-admin.js";
 import { ModelRunner } from "../../src/model/model-runner.js";
 import { produceMessages, testKafka, uniqueName } from "../support/kafka-harness.js";
@@ -63,6 +66,8 @@ describe("StreamProcessor lanes and fallback (real Kafka, tiny classifier)", () 
     const online = topics.requests[0] as string;
     const backfill = `${base}.backfill`;
     await ensureTopics(kafka, { ...topics, requests: [online, backfill] });
+    const runsTopic = `${base}.runs`;
+    await new RunManifestStore({ kafka, topic: runsTopic, replicationFactor: 1 }).ensureTopic();
 
     const rows = 200;
     await produceMessages(
@@ -102,6 +107,7 @@ describe("StreamProcessor lanes and fallback (real Kafka, tiny classifier)", () 
       events,
       ...layoutOptions(topics),
       backfillTopics: [backfill],
+      runsTopic,
       fallbackRulesPath: rulesPath,
       fallbackMaxOnlineQueue: 8,
       maxBatchSize: 4,
@@ -119,6 +125,15 @@ describe("StreamProcessor lanes and fallback (real Kafka, tiny classifier)", () 
     });
     const deadLetters = await readCommitted(topics.deadLetters, { expected: 0, settleMs: 200 });
     await processor.close();
+    // The backfill rows' model cost, reported per transaction on the runs topic: every row once.
+    const shares = (await readCommitted(runsTopic, { expected: 1, settleMs: 500 })).map((m) =>
+      decodeRunCostShare(m.value),
+    );
+    expect(shares.every((s) => s !== null && s.topic === backfill)).toBe(true);
+    const cost = sumRunCostShares("run-1", shares as RunCostShare[]);
+    expect(cost.items).toBe(rows);
+    expect(cost.tokens).toBeGreaterThan(rows);
+    expect(cost.modelCpuMs).toBeGreaterThan(0);
 
     const decoded = decodeResults(results);
     const ids = decoded.map((r) => r.id);

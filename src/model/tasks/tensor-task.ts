@@ -33,5 +33,6 @@ export async function runFeeds(
       data: Array.isArray(data) ? [...data] : (data.slice() as FeedData),
     };
   });
-  return { type: "outputs", id: request.id, outputs, runMs: performance.now() - started };
+  // cpuMs is the caller's (the worker charges the call on its thread clock).
+  return { type: "outputs", id: request.id, outputs, runMs: performance.now() - started, cpuMs: 0 };
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseDurationMs, planCapacity } from "../../../src/batch/capacity-plan.js";
+import { formatCapacityPlan, parseDurationMs, planCapacity } from "../../../src/batch/capacity-plan.js";
 import { isSluiceError } from "../../../src/sluice-error.js";
 
 describe("planCapacity", () => {
@@ -14,6 +14,25 @@ describe("planCapacity", () => {
     expect(plan.workers).toBe(12);
     expect(plan.workersWithHeadroomLow).toBe(14); // ceil(694.44 × 1.2 / 60) = ceil(13.89)
     expect(plan.workersWithHeadroomHigh).toBe(16); // ceil(694.44 / 48) + 1 = 15 + 1
+  });
+
+  it("prices the issue's example: core-hours busy and provisioned, money when a price is set", () => {
+    const input = { items: 5_000_000, windowMs: 2 * 3_600_000, perWorkerItemsPerSec: 60, headroom: 0.2 };
+    const unpriced = planCapacity(input);
+    expect(unpriced.cost.unit).toBe("core-hours");
+    expect(unpriced.cost.busyHours).toBeCloseTo(23.148, 3); // 5e6 / 60 / 3600
+    expect(unpriced.cost.provisionedHours).toBe(32); // 16 workers × 2 h
+    expect(unpriced.cost.money).toBeUndefined();
+    const priced = planCapacity({ ...input, prices: { cpuCoreHour: 0.04, currency: "USD", tokens: true } });
+    expect(priced.cost.money?.busy).toBeCloseTo(0.926, 3);
+    expect(priced.cost.money?.provisioned).toBeCloseTo(1.28, 9);
+    expect(priced.cost.money?.per1kItems).toBeCloseTo(0.000185, 6);
+    expect(formatCapacityPlan(priced)).toMatch(/cost: +0\.926 USD busy/);
+    // A measured CPU per item (every thread) replaces rate × cores; GPUs are priced by gpuHour.
+    expect(planCapacity({ ...input, cpuSecondsPerItem: 0.01 }).cost.busyHours).toBeCloseTo(13.889, 3);
+    const gpu = planCapacity({ ...input, gpu: true, prices: { gpuHour: 2, currency: "USD", tokens: true } });
+    expect(gpu.cost.unit).toBe("GPU-hours");
+    expect(gpu.cost.money?.busy).toBeCloseTo(46.296, 3);
   });
 
   it("does not round up exact multiples because of float noise", () => {

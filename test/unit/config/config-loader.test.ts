@@ -179,6 +179,7 @@ describe("loadConfig", () => {
       "batch",
       "shutdown",
       "schemaRegistry",
+      "cost",
     ]);
   });
 });

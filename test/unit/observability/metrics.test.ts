@@ -61,6 +61,18 @@ describe("SluiceMetrics fed by events, scraped over HTTP", () => {
       inferenceMs: 25,
       realTokens: 100,
       paddedTokens: 128,
+      cpuMs: 40,
+      expired: 0,
+      failed: 0,
+    });
+    // Model CPU and tokens by lane: a backfill batch counts apart from the online one.
+    events.emit("microbatch.inferred", {
+      lane: "backfill",
+      size: 2,
+      inferenceMs: 10,
+      realTokens: 30,
+      paddedTokens: 32,
+      cpuMs: 15,
       expired: 0,
       failed: 0,
     });
@@ -133,6 +145,8 @@ describe("SluiceMetrics fed by events, scraped over HTTP", () => {
       sluice_transactions_total: "counter",
       sluice_model_info: "gauge",
       sluice_fallbacks_total: "counter",
+      sluice_model_cpu_seconds_total: "counter",
+      sluice_tokens_total: "counter",
     };
     expect(Object.keys(expectedTypes).sort()).toEqual([...SLUICE_METRIC_NAMES].sort());
     for (const [name, type] of Object.entries(expectedTypes)) expect(types.get(name), name).toBe(type);
@@ -152,6 +166,8 @@ describe("SluiceMetrics fed by events, scraped over HTTP", () => {
     expect(labelKeys("sluice_model_info")).toEqual(new Set(["name,task,version"]));
     expect(labelKeys("sluice_end_to_end_latency_seconds_count")).toEqual(new Set(["lane,status"]));
     expect(labelKeys("sluice_queue_wait_seconds_count")).toEqual(new Set(["lane"]));
+    expect(labelKeys("sluice_model_cpu_seconds_total")).toEqual(new Set(["lane"]));
+    expect(labelKeys("sluice_tokens_total")).toEqual(new Set(["lane"]));
 
     // Values follow the events.
     const one = (name: string, labels: Record<string, string> = {}) => {
@@ -171,7 +187,11 @@ describe("SluiceMetrics fed by events, scraped over HTTP", () => {
     expect(one("sluice_batch_tokens_sum")).toBe(107);
     expect(one("sluice_queue_wait_seconds_count")).toBe(5);
     expect(one("sluice_queue_wait_seconds_sum")).toBeCloseTo(0.058, 6);
-    expect(one("sluice_inference_seconds_sum")).toBeCloseTo(0.025, 6);
+    expect(one("sluice_inference_seconds_sum", { lane: "online" })).toBeCloseTo(0.025, 6);
+    expect(one("sluice_model_cpu_seconds_total", { lane: "online" })).toBeCloseTo(0.04, 9);
+    expect(one("sluice_model_cpu_seconds_total", { lane: "backfill" })).toBeCloseTo(0.015, 9);
+    expect(one("sluice_tokens_total", { lane: "online" })).toBe(100);
+    expect(one("sluice_tokens_total", { lane: "backfill" })).toBe(30);
     expect(one("sluice_records_total", { outcome: "result" })).toBe(3);
     expect(one("sluice_records_total", { outcome: "dead_letter" })).toBe(1);
     expect(one("sluice_records_total", { outcome: "duplicate" })).toBe(1);
