@@ -29,7 +29,8 @@ describe("aclPlan", () => {
     );
     config.observability.ui = false;
     const noPage = brief(aclPlan(config, ["serve"], { createTopics: false }));
-    expect(noPage.some((line) => line.includes("runs"))).toBe(false);
+    // Without the page, serve only writes the runs' cost shares there.
+    expect(noPage.filter((line) => line.includes("runs"))).toEqual(["WRITE TOPIC sluice.runs"]);
     // Without a backfill lane, none of it.
     const plain = brief(aclPlan(defaultConfig(), ["serve"], { createTopics: false }));
     expect(plain.some((line) => line.includes("backfill") || line.includes("embeddings"))).toBe(false);

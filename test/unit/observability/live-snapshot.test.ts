@@ -1,4 +1,4 @@
-import { Counter, Gauge } from "prom-client";
+import { Gauge } from "prom-client";
 import { describe, expect, it } from "vitest";
 import { SluiceEvents } from "../../../src/events/sluice-events.js";
 import { type AssignedPartition, LiveSnapshot } from "../../../src/observability/live-snapshot.js";
@@ -56,6 +56,7 @@ describe("LiveSnapshot", () => {
       paddedTokens: 12,
       expired: 0,
       failed: 0,
+      cpuMs: 250,
     });
     events.emit("lag.sampled", {
       groupId: "g",
@@ -74,9 +75,9 @@ describe("LiveSnapshot", () => {
     expect(s.results).toEqual({ online: 3, backfill: 1 });
     expect(s.deadLetters).toEqual({ online: 1 });
     expect(s.fallbacks).toBe(1);
-    // No model CPU counter in this build: busy time from the inference histogram's sum.
-    expect(s.modelSecondsSource).toBe("busy");
-    expect(s.modelSeconds).toEqual({ backfill: 0.25 });
+    // SluiceMetrics counts model CPU (sluice_model_cpu_seconds_total), so the page shows it.
+    expect(s.modelSecondsSource).toBe("cpu");
+    expect(s.modelSeconds).toEqual({ online: 0, backfill: 0.25 });
     // Online lane, duplicates excluded: 20 ms, 300 ms, 5 ms (dead letter), 40 ms; the last bound is +Inf (-1).
     const buckets = new Map(s.onlineLatencyBuckets);
     expect(buckets.get(0.025)).toBe(2);
@@ -95,19 +96,24 @@ describe("LiveSnapshot", () => {
   });
 
   it("uses the SLO guard's gauges and the model CPU counter when the registry has them", async () => {
-    const { metrics, snapshot } = setup();
+    const { events, metrics, snapshot } = setup();
     const registers = [metrics.registry];
     new Gauge({ name: "sluice_online_latency_target_seconds", help: "t", registers }).set(0.2);
     new Gauge({ name: "sluice_online_latency_estimate_seconds", help: "e", registers }).set(0.15);
     new Gauge({ name: "sluice_backfill_guard_allowance_ratio", help: "a", registers }).set(0.5);
-    const cpu = new Counter({
-      name: "sluice_model_cpu_seconds_total",
-      help: "c",
-      labelNames: ["lane"],
-      registers,
+    // Model CPU reaches sluice_model_cpu_seconds_total through the events, as in serve.
+    const inferred = (lane: "online" | "backfill", cpuMs: number) => ({
+      lane,
+      size: 1,
+      inferenceMs: 10,
+      realTokens: 5,
+      paddedTokens: 5,
+      expired: 0,
+      failed: 0,
+      cpuMs,
     });
-    cpu.inc({ lane: "online" }, 1.5);
-    cpu.inc({ lane: "backfill" }, 4);
+    events.emit("microbatch.inferred", inferred("online", 1500));
+    events.emit("microbatch.inferred", inferred("backfill", 4000));
     const s = await snapshot.build();
     expect(s.onlineTargetSeconds).toBe(0.2);
     expect(s.onlineEstimateSeconds).toBe(0.15);
