@@ -79,6 +79,7 @@ export function createStreamProcessor(
         maxTransactionBytes: o.maxTransactionBytes,
         deadLetterTopic: o.deadLetterTopic,
         onCommitted: hooks.onCommitted,
+        ...(hooks.commitShare ? { commitShare: hooks.commitShare } : {}),
         offsetCheckpoint: { topic: changelogTopic, partition: tp.partition },
         onFailure: (error) => {
           if (isAccessFailure(error) && wiring.onAccessFailure) wiring.onAccessFailure(error);

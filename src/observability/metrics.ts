@@ -56,6 +56,12 @@ export class SluiceMetrics {
   private readonly timeToDrain: Gauge<"topic">;
   private readonly endToEnd: Histogram<"status" | "lane">;
   private readonly queueWait: Histogram<"lane">;
+  private readonly intake: Histogram<"lane">;
+  private readonly guardAllowance: Gauge;
+  private readonly guardEstimate: Gauge;
+  private readonly guardTarget: Gauge;
+  private readonly guardBackfillShare: Gauge;
+  private readonly guardTransitions: Counter<"transition">;
   private readonly inference: Histogram<"lane">;
   private readonly batchSize: Histogram<"lane">;
   private readonly batchTokens: Histogram<"lane">;
@@ -135,6 +141,39 @@ export class SluiceMetrics {
       help: "Per item: batch flush time minus enqueue time, seconds, by lane.",
       labelNames: ["lane"],
       buckets: SHORT_BUCKETS_S,
+      registers,
+    });
+    this.intake = new Histogram({
+      name: "sluice_intake_seconds",
+      help: "Per item: enqueue time minus request record timestamp (fetch, decode, dedup), seconds, by lane.",
+      labelNames: ["lane"],
+      buckets: SHORT_BUCKETS_S,
+      registers,
+    });
+    this.guardAllowance = new Gauge({
+      name: "sluice_backfill_guard_allowance_ratio",
+      help: "The SLO guard's allowance for the backfill lane: 1 = unthrottled, 0 = paused (docs/lanes.md).",
+      registers,
+    });
+    this.guardEstimate = new Gauge({
+      name: "sluice_online_latency_estimate_seconds",
+      help: "Online latency p99 over the guard's 3 s window (commit time minus request timestamp), seconds; absent before the first sample.",
+      registers,
+    });
+    this.guardTarget = new Gauge({
+      name: "sluice_online_latency_target_seconds",
+      help: "lanes.onlineLatencyTargetMs, seconds.",
+      registers,
+    });
+    this.guardBackfillShare = new Gauge({
+      name: "sluice_backfill_model_share_ratio",
+      help: "The backfill lane's share of the model's busy time over the guard's 3 s window (0..1).",
+      registers,
+    });
+    this.guardTransitions = new Counter({
+      name: "sluice_backfill_guard_transitions_total",
+      help: "Times the SLO guard engaged, released, or found its target unmeetable with the backfill paused.",
+      labelNames: ["transition"],
       registers,
     });
     this.inference = new Histogram({
@@ -237,6 +276,18 @@ export class SluiceMetrics {
         this.batchTokens.observe(lane, e.tokens);
         const wait = this.queueWait.labels(lane);
         for (const ms of e.queueWaitMs) wait.observe(Math.max(0, ms) / 1000);
+        if (e.intakeMs !== undefined) {
+          const intake = this.intake.labels(lane);
+          for (const ms of e.intakeMs) intake.observe(Math.max(0, ms) / 1000);
+        }
+      }),
+      events.on("guard.adjusted", (e) => {
+        this.guardAllowance.set(e.allowance);
+        this.guardTarget.set(e.targetMs / 1000);
+        this.guardBackfillShare.set(e.backfillShare);
+        if (e.estimateMs !== undefined) this.guardEstimate.set(e.estimateMs / 1000);
+        else this.guardEstimate.reset();
+        if (e.transition !== undefined) this.guardTransitions.inc({ transition: e.transition });
       }),
       events.on("microbatch.inferred", (e) => {
         this.inference.observe({ lane: e.lane ?? "online" }, e.inferenceMs / 1000);
