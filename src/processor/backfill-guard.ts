@@ -12,22 +12,42 @@ export const GUARD = {
   /** The online tail the guard watches. */
   quantile: 0.99,
   /** Throttle when the online tail reaches this share of the target… */
-  engageAt: 0.8,
+  engageAt: 0.9,
   /** …and release only below this share (the band between holds: no oscillation). */
-  releaseBelow: 0.6,
-  /** Multiplicative decrease of the allowance. */
-  decrease: 0.5,
+  releaseBelow: 0.75,
+  /**
+   * Multiplicative decrease: × engage threshold ÷ the fresh tail, between these two factors (a tail
+   * just over the threshold trims a little; one twice over it halves the allowance).
+   */
+  decreaseMin: 0.5,
+  decreaseMax: 0.9,
   /** Below this allowance the backfill lane is paused (allowance 0). */
   floor: 1 / 16,
-  /** Additive increase of the allowance per second of calm. */
+  /** Additive increase of the allowance per second of calm (tail under releaseBelow × target). */
   increasePerSecond: 0.1,
+  /** In the band between the two shares: a slow creep per second, up to creepLimit (release needs calm). */
+  creepPerSecond: 0.02,
+  creepLimit: 0.9,
   /** A decrease waits this long after the previous one, and for requests that started after it. */
   settleMs: 500,
   /** No increase until this long after the last decrease. */
   holdMs: 2000,
   /** Paused this long with the online tail still above the target: the target cannot be met. */
   unmeetableMs: 10_000,
+  /** auto target: online samples with no backfill model time in the window, kept this long… */
+  baselineWindowMs: 30_000,
+  /** …and at least this many of them before they make a baseline. */
+  baselineSamples: 20,
+  /** auto target = baseline p99 × this + autoMarginMs (the benchmark's goal, docs/lanes.md). */
+  autoFactor: 1.5,
+  autoMarginMs: 25,
 } as const;
+
+/**
+ * The guard's target: a fixed number of ms (`lanes.onlineLatencyTargetMs: <ms>`), or `auto`: learned
+ * from the online tail while no backfill runs, `untilMeasuredMs` before that is known.
+ */
+export type GuardTarget = number | { auto: true; untilMeasuredMs: number };
 
 /** A change worth one log line: the guard engaged (allowance fell below 1) or released (back at 1). */
 export type GuardTransition = "engaged" | "released" | "unmeetable";
@@ -40,6 +60,7 @@ export interface GuardState {
   allowance: number;
   /** Online latency (commit time − request timestamp) at GUARD.quantile over the window; undefined without samples. */
   estimateMs: number | undefined;
+  /** The target in force (auto: learned; see `GuardTarget`). */
   targetMs: number;
   /** The backfill lane's share of the model's busy time over the window (0..1). */
   backfillShare: number;
@@ -53,12 +74,21 @@ export interface GuardState {
  * node is contended, and each backs off. The processor feeds it online latencies as they commit
  * and model time per lane, calls `tick` every GUARD.tickMs and applies the allowance.
  *
- * - **Decrease** (×0.5) when the tail of online requests that started after the last decrease
- *   reaches engageAt × target: fresh evidence only, so one slow moment is not punished twice.
- *   Below GUARD.floor the allowance is 0: the backfill pauses; the online lane is never throttled.
+ * - **Decrease** when the tail of online requests that started after the last decrease reaches
+ *   engageAt × target: × (threshold ÷ tail), between ×0.5 and ×0.9. Fresh evidence only, so one
+ *   slow moment is not punished twice. Below GUARD.floor the allowance is 0: the backfill pauses;
+ *   the online lane is never throttled.
  * - **Increase** (+0.1 per second) when the window's tail is below releaseBelow × target, or there
  *   is no online traffic, and GUARD.holdMs passed since the last decrease.
- * - Between the two shares it holds.
+ * - Between the two shares it creeps up slowly (+0.02 per second) to at most 0.9, so a backfill
+ *   held low by one bad moment recovers toward the engage point; only calm releases it fully, so it
+ *   does not cycle between engaged and released under a steady load.
+ *
+ * With an `auto` target the guard learns what "alone" means where it runs: the online tail (p99) of
+ * requests that committed while the backfill lane used no model time for a whole window, and aims
+ * at GUARD.autoFactor × that + GUARD.autoMarginMs. A pause is therefore also a measurement: if the
+ * machine got slower for everyone, the calm tail it sees while paused raises the target and the
+ * backfill resumes; the online lane is never what yields.
  */
 export class BackfillGuard {
   private allowanceValue = 1;
@@ -71,9 +101,20 @@ export class BackfillGuard {
     online: new LatencyWindow(GUARD.windowMs),
     backfill: new LatencyWindow(GUARD.windowMs),
   };
+  /** auto: online samples committed while the backfill lane was idle for a whole window. */
+  private readonly calm = new LatencyWindow(GUARD.baselineWindowMs);
+  private baselineMs: number | undefined;
+  private currentTargetMs: number;
 
-  constructor(readonly targetMs: number) {
-    if (!(targetMs > 0)) throw new RangeError(`BackfillGuard: targetMs must be > 0, got ${targetMs}`);
+  constructor(private readonly target: GuardTarget) {
+    const ms = typeof target === "number" ? target : target.untilMeasuredMs;
+    if (!(ms > 0)) throw new RangeError(`BackfillGuard: the target must be > 0 ms, got ${ms}`);
+    this.currentTargetMs = ms;
+  }
+
+  /** The target in force now, ms. */
+  get targetMs(): number {
+    return this.currentTargetMs;
   }
 
   get allowance(): number {
@@ -82,7 +123,9 @@ export class BackfillGuard {
 
   /** An online request's result committed `latencyMs` after its record timestamp. */
   observeOnline(nowMs: number, latencyMs: number): void {
-    this.online.add(nowMs, Math.max(0, latencyMs));
+    const ms = Math.max(0, latencyMs);
+    this.online.add(nowMs, ms);
+    if (typeof this.target !== "number" && this.modelTime.backfill.sum(nowMs) === 0) this.calm.add(nowMs, ms);
   }
 
   /** The model spent `ms` on a batch of `lane`. */
@@ -94,29 +137,42 @@ export class BackfillGuard {
     const dtMs = this.lastTickAt === undefined ? GUARD.tickMs : Math.max(0, nowMs - this.lastTickAt);
     this.lastTickAt = nowMs;
     const before = this.allowanceValue;
+    this.learnTarget(nowMs);
+    const target = this.currentTargetMs;
     const estimateMs = this.online.quantile(GUARD.quantile, nowMs);
     const fresh = this.online.quantile(GUARD.quantile, nowMs, this.lastDecreaseAt);
+    const engageMs = GUARD.engageAt * target;
+    const calmed = nowMs - this.lastDecreaseAt >= GUARD.holdMs;
     if (
       fresh !== undefined &&
-      fresh >= GUARD.engageAt * this.targetMs &&
+      fresh >= engageMs &&
       this.allowanceValue > 0 &&
       nowMs - this.lastDecreaseAt >= GUARD.settleMs
     ) {
-      const next = this.allowanceValue * GUARD.decrease;
+      const factor = Math.min(GUARD.decreaseMax, Math.max(GUARD.decreaseMin, engageMs / fresh));
+      const next = this.allowanceValue * factor;
       this.allowanceValue = next < GUARD.floor ? 0 : next;
       this.lastDecreaseAt = nowMs;
     } else if (
-      (estimateMs === undefined || estimateMs < GUARD.releaseBelow * this.targetMs) &&
-      nowMs - this.lastDecreaseAt >= GUARD.holdMs &&
+      (estimateMs === undefined || estimateMs < GUARD.releaseBelow * target) &&
+      calmed &&
       this.allowanceValue < 1
     ) {
       const from = this.allowanceValue === 0 ? GUARD.floor : this.allowanceValue;
       this.allowanceValue = Math.min(1, from + (GUARD.increasePerSecond * dtMs) / 1000);
+    } else if (
+      estimateMs !== undefined &&
+      estimateMs < engageMs &&
+      calmed &&
+      this.allowanceValue < GUARD.creepLimit
+    ) {
+      const from = this.allowanceValue === 0 ? GUARD.floor : this.allowanceValue;
+      this.allowanceValue = Math.min(GUARD.creepLimit, from + (GUARD.creepPerSecond * dtMs) / 1000);
     }
     const state: GuardState = {
       allowance: this.allowanceValue,
       estimateMs,
-      targetMs: this.targetMs,
+      targetMs: target,
       backfillShare: this.backfillShare(nowMs),
     };
     const transition = this.transition(before, nowMs, estimateMs);
@@ -143,12 +199,21 @@ export class BackfillGuard {
       !this.toldUnmeetable &&
       nowMs - this.pausedSince >= GUARD.unmeetableMs &&
       estimateMs !== undefined &&
-      estimateMs >= this.targetMs
+      estimateMs >= this.currentTargetMs
     ) {
       this.toldUnmeetable = true;
       return "unmeetable";
     }
     return undefined;
+  }
+
+  /** auto: a baseline from enough calm samples replaces the previous one; the target follows it. */
+  private learnTarget(nowMs: number): void {
+    if (typeof this.target === "number") return;
+    if (this.calm.count(nowMs) >= GUARD.baselineSamples)
+      this.baselineMs = this.calm.quantile(GUARD.quantile, nowMs);
+    if (this.baselineMs !== undefined)
+      this.currentTargetMs = GUARD.autoFactor * this.baselineMs + GUARD.autoMarginMs;
   }
 
   private backfillShare(nowMs: number): number {

@@ -1,11 +1,17 @@
 import type { SluiceEvents } from "../events/sluice-events.js";
 import type { BatcherClock } from "../microbatch/batcher-clock.js";
-import { BackfillGuard, type BackfillLimits, backfillLimits, GUARD } from "./backfill-guard.js";
+import {
+  BackfillGuard,
+  type BackfillLimits,
+  backfillLimits,
+  GUARD,
+  type GuardTarget,
+} from "./backfill-guard.js";
 import type { ProcessorLog } from "./stream-processor-options.js";
 
 /** What the throttle needs of the processor (DESIGN.md §6.17: a minimal context, not the owner). */
 export interface BackfillThrottleContext {
-  targetMs: number;
+  target: GuardTarget;
   maxInFlightBatches: number;
   events: SluiceEvents;
   clock: BatcherClock;
@@ -32,7 +38,7 @@ export class BackfillThrottle {
   private readonly unsubscribe: (() => void)[] = [];
 
   constructor(private readonly ctx: BackfillThrottleContext) {
-    this.guard = new BackfillGuard(ctx.targetMs);
+    this.guard = new BackfillGuard(ctx.target);
     this.limits = backfillLimits(1, ctx.maxInFlightBatches);
   }
 

@@ -21,6 +21,12 @@ export class LatencyWindow {
     this.compact();
   }
 
+  /** Samples in the window ending at `nowMs`. */
+  count(nowMs: number): number {
+    this.prune(nowMs);
+    return this.times.length - this.head;
+  }
+
   /**
    * The `q` quantile (nearest rank) of the samples in the window ending at `nowMs`, optionally only
    * those that started at or after `startedSinceMs`; undefined when there are none.

@@ -121,7 +121,7 @@ export class StreamProcessor {
     this.throttle =
       settings.backfillTopics.length > 0 && settings.backfillGuard
         ? new BackfillThrottle({
-            targetMs: onlineLatencyTargetMs(settings.onlineLatencyTargetMs, settings),
+            target: onlineLatencyTargetMs(settings.onlineLatencyTargetMs, settings),
             maxInFlightBatches: settings.maxInFlightBatches,
             events: deps.events,
             clock: deps.clock,
