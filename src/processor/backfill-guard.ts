@@ -28,6 +28,12 @@ export const GUARD = {
   /** In the band between the two shares: a slow creep per second, up to creepLimit (release needs calm). */
   creepPerSecond: 0.02,
   creepLimit: 0.9,
+  /**
+   * While the backfill lane is idle and online traffic flows, the allowance waits at most here, so a
+   * backfill that starts begins at half speed and earns the rest (a burst at full speed would hurt
+   * the online tail before the guard has evidence).
+   */
+  startAllowance: 0.5,
   /** A decrease waits this long after the previous one, and for requests that started after it. */
   settleMs: 500,
   /** No increase until this long after the last decrease. */
@@ -83,6 +89,8 @@ export interface GuardState {
  * - Between the two shares it creeps up slowly (+0.02 per second) to at most 0.9, so a backfill
  *   held low by one bad moment recovers toward the engage point; only calm releases it fully, so it
  *   does not cycle between engaged and released under a steady load.
+ * - While online traffic flows and the backfill lane is idle, the allowance waits at
+ *   GUARD.startAllowance: a backfill that starts earns full speed instead of bursting.
  *
  * With an `auto` target the guard learns what "alone" means where it runs: the online tail (p99) of
  * requests that committed while the backfill lane used no model time for a whole window, and aims
@@ -92,6 +100,7 @@ export interface GuardState {
  */
 export class BackfillGuard {
   private allowanceValue = 1;
+  private engaged = false;
   private lastDecreaseAt = Number.NEGATIVE_INFINITY;
   private lastTickAt: number | undefined;
   private pausedSince: number | undefined;
@@ -143,6 +152,9 @@ export class BackfillGuard {
     const fresh = this.online.quantile(GUARD.quantile, nowMs, this.lastDecreaseAt);
     const engageMs = GUARD.engageAt * target;
     const calmed = nowMs - this.lastDecreaseAt >= GUARD.holdMs;
+    const backfillIdle = this.modelTime.backfill.count(nowMs) === 0;
+    const ceiling = backfillIdle && estimateMs !== undefined ? GUARD.startAllowance : 1;
+    let decreased = false;
     if (
       fresh !== undefined &&
       fresh >= engageMs &&
@@ -153,35 +165,39 @@ export class BackfillGuard {
       const next = this.allowanceValue * factor;
       this.allowanceValue = next < GUARD.floor ? 0 : next;
       this.lastDecreaseAt = nowMs;
+      decreased = true;
     } else if (
       (estimateMs === undefined || estimateMs < GUARD.releaseBelow * target) &&
       calmed &&
-      this.allowanceValue < 1
+      this.allowanceValue < ceiling
     ) {
       const from = this.allowanceValue === 0 ? GUARD.floor : this.allowanceValue;
-      this.allowanceValue = Math.min(1, from + (GUARD.increasePerSecond * dtMs) / 1000);
+      this.allowanceValue = Math.min(ceiling, from + (GUARD.increasePerSecond * dtMs) / 1000);
     } else if (
       estimateMs !== undefined &&
       estimateMs < engageMs &&
       calmed &&
-      this.allowanceValue < GUARD.creepLimit
+      this.allowanceValue < Math.min(GUARD.creepLimit, ceiling)
     ) {
       const from = this.allowanceValue === 0 ? GUARD.floor : this.allowanceValue;
-      this.allowanceValue = Math.min(GUARD.creepLimit, from + (GUARD.creepPerSecond * dtMs) / 1000);
+      this.allowanceValue = Math.min(GUARD.creepLimit, ceiling, from + (GUARD.creepPerSecond * dtMs) / 1000);
     }
+    // Idle backfill beside online traffic: wait at the start allowance (not an engagement).
+    if (this.allowanceValue > ceiling) this.allowanceValue = ceiling;
     const state: GuardState = {
       allowance: this.allowanceValue,
       estimateMs,
       targetMs: target,
       backfillShare: this.backfillShare(nowMs),
     };
-    const transition = this.transition(before, nowMs, estimateMs);
+    const transition = this.transition(decreased, nowMs, estimateMs);
     if (transition !== undefined) state.transition = transition;
     return state;
   }
 
+  /** Engaged = decreased for the online tail, until the allowance is back at 1. */
   private transition(
-    before: number,
+    decreased: boolean,
     nowMs: number,
     estimateMs: number | undefined,
   ): GuardTransition | undefined {
@@ -192,8 +208,14 @@ export class BackfillGuard {
     } else {
       this.pausedSince ??= nowMs;
     }
-    if (before === 1 && now < 1) return "engaged";
-    if (before < 1 && now === 1) return "released";
+    if (decreased && !this.engaged) {
+      this.engaged = true;
+      return "engaged";
+    }
+    if (this.engaged && now === 1) {
+      this.engaged = false;
+      return "released";
+    }
     if (
       this.pausedSince !== undefined &&
       !this.toldUnmeetable &&

@@ -26,6 +26,7 @@ function simulate(
   let nextSample = from;
   for (let t = from + GUARD.tickMs; t <= from + opts.forMs; t += GUARD.tickMs) {
     for (; nextSample <= t; nextSample += every) {
+      if (opts.backfillBusy ?? true) guard.observeModel(nextSample, "backfill", 10);
       const latency = opts.latencyAt(nextSample, guard.allowance);
       if (latency !== undefined) guard.observeOnline(nextSample, latency);
     }
@@ -147,7 +148,7 @@ describe("BackfillGuard (AIMD, fake clock)", () => {
     expect(guard.tick(0).targetMs).toBe(210);
     // Online alone at 300 ms (a slow machine): above the start value, but no backfill ran, so the
     // guard learns that this is what alone means here.
-    const alone = simulate(guard, { forMs: 5000, latencyAt: () => 300 });
+    const alone = simulate(guard, { forMs: 5000, latencyAt: () => 300, backfillBusy: false });
     expect(alone.at(-1)?.targetMs).toBe(1.5 * 300 + GUARD.autoMarginMs);
     // A backfill starts; online rises with its allowance, to 420 ms at full speed: under 0.9 × 475,
     // so it is not throttled again, and it recovers from what the 210 ms start value did before
@@ -178,9 +179,22 @@ describe("BackfillGuard (AIMD, fake clock)", () => {
     expect(worse.at(-1)?.allowance).toBeLessThan(1);
   });
 
+  it("an idle backfill lane beside online traffic waits at the start allowance, and earns full speed", () => {
+    const guard = new BackfillGuard(200);
+    const idle = simulate(guard, { forMs: 5000, latencyAt: () => 50, backfillBusy: false });
+    expect(idle.at(-1)?.allowance).toBe(GUARD.startAllowance);
+    expect(transitions(idle)).toEqual([]);
+    const busy = simulate(guard, { fromMs: 5000, forMs: 10_000, latencyAt: () => 50 });
+    expect(busy.at(-1)?.allowance).toBe(1);
+    expect(transitions(busy)).toEqual([]);
+    // No online traffic: nothing to protect, full speed at once.
+    const quiet = new BackfillGuard(200);
+    expect(quiet.tick(250).allowance).toBe(1);
+  });
+
   it("a fixed target is never learned", () => {
     const guard = new BackfillGuard(200);
-    const states = simulate(guard, { forMs: 5000, latencyAt: () => 300 });
+    const states = simulate(guard, { forMs: 5000, latencyAt: () => 300, backfillBusy: false });
     expect(states.every((s) => s.targetMs === 200)).toBe(true);
   });
 
