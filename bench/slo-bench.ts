@@ -70,9 +70,22 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const log = (s: string) => process.stderr.write(`${new Date().toISOString().slice(11, 19)} ${s}\n`);
 const runTag = Date.now().toString(36);
 
+/** One result as the reader saw it: arrival (epoch ms), broker append time, the result's own timing. */
+interface Arrival {
+  arrivedMs: number;
+  appendedMs: number;
+  count: number;
+  /** completedAt − requestTimestamp − queueMs − inferenceMs: fetch, decode, dedup until enqueue. */
+  intakeMs: number;
+  queueMs: number;
+  inferenceMs: number;
+  /** arrival − completedAt: waiting for the transaction, the commit, the reader's fetch. */
+  commitMs: number;
+}
+
 /** Results as a read_committed reader sees them: arrival (epoch ms), broker append time, count. */
 class ResultReader {
-  readonly seen = new Map<string, { arrivedMs: number; appendedMs: number; count: number }>();
+  readonly seen = new Map<string, Arrival>();
   private readonly consumer;
   constructor(
     kafka: Kafka,
@@ -99,13 +112,26 @@ class ResultReader {
             prior.count++;
             continue;
           }
-          let appendedMs = Number.NaN;
+          let t: { requestTimestamp?: number; queueMs?: number; inferenceMs?: number; completedAt?: number } =
+            {};
           try {
-            appendedMs = Number(JSON.parse(m.value.toString()).timing?.requestTimestamp);
+            t = JSON.parse(m.value.toString()).timing ?? {};
           } catch {
             // not a JSON result
           }
-          this.seen.set(id, { arrivedMs: at, appendedMs, count: 1 });
+          const appendedMs = Number(t.requestTimestamp);
+          const queueMs = Number(t.queueMs);
+          const inferenceMs = Number(t.inferenceMs);
+          const completedAt = Number(t.completedAt);
+          this.seen.set(id, {
+            arrivedMs: at,
+            appendedMs,
+            count: 1,
+            intakeMs: completedAt - appendedMs - queueMs - inferenceMs,
+            queueMs,
+            inferenceMs,
+            commitMs: at - completedAt,
+          });
         }
       },
     });
@@ -273,6 +299,8 @@ interface RunRow {
   backfillBeside: number;
   lost: number;
   doubled: number;
+  /** p99 of each part of the beside latency (intake, queue, inference, commit), ms. */
+  besideParts: string;
 }
 
 async function main(): Promise<void> {
@@ -407,10 +435,13 @@ async function main(): Promise<void> {
                 .sort((a, b) => a - b);
               const from = bf[0] ?? 0;
               const to = bf[bf.length - 1] ?? 0;
-              const beside = reader
+              const besideEntries = reader
                 .entries(prefix)
-                .filter((e) => e.appendedMs >= from && e.appendedMs <= to)
-                .map((e) => e.arrivedMs - e.appendedMs);
+                .filter((e) => e.appendedMs >= from && e.appendedMs <= to);
+              const beside = besideEntries.map((e) => e.arrivedMs - e.appendedMs);
+              const part = (k: "intakeMs" | "queueMs" | "inferenceMs" | "commitMs") =>
+                p99(besideEntries.map((e) => e[k])).toFixed(0);
+              const besideParts = `${part("intakeMs")} / ${part("queueMs")} / ${part("inferenceMs")} / ${part("commitMs")}`;
               const prefixes = [prefix, `${run}-`, `a${r}r${rt}-`];
               const expected = [sent, ROWS, reader.count(`a${r}r${rt}-`)];
               let lost = 0;
@@ -434,10 +465,11 @@ async function main(): Promise<void> {
                 backfillBeside: rate(bf),
                 lost,
                 doubled,
+                besideParts,
               };
               rows.push(row);
               log(
-                `guard ${mode} n=${n} rate=${rt} #${r + 1}: online p99 alone ${row.aloneP99.toFixed(0)} ms, beside ${row.besideP99.toFixed(0)} ms (×${(row.besideP99 / row.aloneP99).toFixed(2)}); backfill ${row.backfillBeside.toFixed(1)}/${row.backfillAlone.toFixed(1)} rows/s; lost ${lost}, doubled ${doubled}`,
+                `guard ${mode} n=${n} rate=${rt} #${r + 1}: online p99 alone ${row.aloneP99.toFixed(0)} ms, beside ${row.besideP99.toFixed(0)} ms (×${(row.besideP99 / row.aloneP99).toFixed(2)}); backfill ${row.backfillBeside.toFixed(1)}/${row.backfillAlone.toFixed(1)} rows/s; lost ${lost}, doubled ${doubled}; beside p99 intake/queue/inference/commit ${besideParts} ms`,
               );
             }
           }
@@ -504,7 +536,7 @@ function report(
   );
   for (const r of rows)
     lines.push(
-      `| ${r.guard} | ${r.instances} | ${r.rate} | ${r.repeat} | ${r.aloneP50.toFixed(0)} / ${r.aloneP99.toFixed(0)} | ${r.besideP50.toFixed(0)} / ${r.besideP99.toFixed(0)} | ${r.backfillAlone.toFixed(1)} → ${r.backfillBeside.toFixed(1)} |`,
+      `| ${r.guard} | ${r.instances} | ${r.rate} | ${r.repeat} | ${r.aloneP50.toFixed(0)} / ${r.aloneP99.toFixed(0)} | ${r.besideP50.toFixed(0)} / ${r.besideP99.toFixed(0)} | ${r.besideParts} | ${r.backfillAlone.toFixed(1)} → ${r.backfillBeside.toFixed(1)} |`,
     );
   lines.push(
     "",

@@ -5,9 +5,6 @@ import { withoutPayload } from "./completion-builder.js";
 import { type CommittableRange, OffsetTracker } from "./offset-tracker.js";
 import { completionBytes, type OutboundMessage, type RecordCompletion } from "./outbound-message.js";
 
-/** With `commitIntervalMs` 0 and commits held by the guard: how often to look whether they may go. */
-const HELD_RECHECK_MS = 100;
-
 /**
  * Key of the offset checkpoint record that every partition transaction writes to its changelog
  * partition (value: next input offset, decimal). Why it exists: kafkajs cannot send OffsetFetch with
@@ -76,8 +73,8 @@ export interface PartitionCommitterOptions {
   /**
    * The share of the commit cadence this partition may use now: the SLO guard's lever on backfill
    * partitions, so their commits yield to online ones (docs/lanes.md, "The SLO guard"). 1 = every
-   * `commitIntervalMs`; s in (0, 1) = every `commitIntervalMs ÷ s`; 0 = commits held until it
-   * rises (`flush` and a clean close still commit). Unset = always 1.
+   * `commitIntervalMs`; s in (0, 1] = every `commitIntervalMs ÷ s` (at most ×10). A full
+   * transaction's worth, `commitSoon`, `flush` and a clean close commit at once as always. Unset = 1.
    */
   commitShare?: () => number;
   /** Called after each committed transaction (records waiting for commit went down). */
@@ -161,10 +158,8 @@ export class PartitionCommitter {
     // waiting for commit (which count toward the processor's backpressure bound) drain promptly.
     const full =
       this.completedRecords >= this.maxTransactionRecords || this.completedBytes >= this.maxTransactionBytes;
-    if (this.commitIntervalMs === 0) {
-      if (this.share() > 0) void this.commitNow();
-      else this.scheduleHeld();
-    } else if (full) this.commitSoon();
+    if (this.commitIntervalMs === 0) void this.commitNow();
+    else if (full) this.commitSoon();
   }
 
   /**
@@ -174,8 +169,6 @@ export class PartitionCommitter {
    */
   commitSoon(): void {
     if (this.failure || this.closed) return;
-    // Held by the guard: the cadence commits once the share rises again.
-    if (this.share() <= 0) return;
     // A running commit takes another slice when it ends (see commitNow) instead of queueing a run.
     if (this.committing) this.commitRequested = true;
     else void this.commitNow();
@@ -203,31 +196,14 @@ export class PartitionCommitter {
 
   private schedule(): void {
     if (this.commitIntervalMs === 0 || this.failure || this.closed) return;
-    const share = this.share();
-    // Spaced by the share (at most ×10); held (share 0): look again after one interval.
-    const delayMs = share > 0 ? this.commitIntervalMs / Math.max(share, 0.1) : this.commitIntervalMs;
+    // Spaced by the share (at most ×10).
+    const share = Math.min(1, Math.max(0.1, this.opts.commitShare?.() ?? 1));
     this.timer = this.clock.setTimeout(() => {
       this.timer = undefined;
-      if (this.share() <= 0) this.schedule();
-      else void this.commitNow().finally(() => this.schedule());
-    }, delayMs);
+      void this.commitNow().finally(() => this.schedule());
+    }, this.commitIntervalMs / share);
     // A pending commit tick alone must not keep the process alive (Node timers only).
     (this.timer as { unref?: () => void } | undefined)?.unref?.();
-  }
-
-  /** commitIntervalMs 0 while held: look again shortly (there is no cadence to pick the records up). */
-  private scheduleHeld(): void {
-    if (this.timer !== undefined || this.failure || this.closed) return;
-    this.timer = this.clock.setTimeout(() => {
-      this.timer = undefined;
-      if (this.share() > 0) void this.commitNow();
-      else this.scheduleHeld();
-    }, HELD_RECHECK_MS);
-    (this.timer as { unref?: () => void } | undefined)?.unref?.();
-  }
-
-  private share(): number {
-    return this.opts.commitShare?.() ?? 1;
   }
 
   private stopCadence(): void {

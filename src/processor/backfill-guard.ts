@@ -61,7 +61,7 @@ export type GuardTransition = "engaged" | "released" | "unmeetable";
 export interface GuardState {
   /**
    * How much of the model and the commit cadence the backfill lane may use: 1 = unthrottled,
-   * 0 = paused (no new backfill batches, fetches paused, commits held). See `backfillLimits`.
+   * 0 = paused (no new backfill batches or calls, fetches paused). See `backfillLimits`.
    */
   allowance: number;
   /** Online latency (commit time − request timestamp) at GUARD.quantile over the window; undefined without samples. */
@@ -258,7 +258,7 @@ export interface BackfillLimits {
   workerDepth: number;
   /** Backfill slices' time budget, as a share of `model.backfillSliceMs`. */
   sliceShare: number;
-  /** Backfill partitions commit every commitIntervalMs ÷ this (at most ×10); 0 = hold commits. */
+  /** Backfill partitions commit every commitIntervalMs ÷ this (at most ×4). */
   commitShare: number;
   /** Backfill fetches paused. */
   fetchPaused: boolean;
@@ -280,7 +280,7 @@ export function backfillLimits(allowance: number, maxInFlightBatches: number): B
       workerShare: 0,
       workerDepth: 0,
       sliceShare: 0,
-      commitShare: 0,
+      commitShare: 0.25,
       fetchPaused: true,
     };
   return {
@@ -288,7 +288,7 @@ export function backfillLimits(allowance: number, maxInFlightBatches: number): B
     workerShare: allowance,
     workerDepth: 1,
     sliceShare: Math.max(allowance, 0.25),
-    commitShare: Math.max(allowance, 0.1),
+    commitShare: Math.max(allowance, 0.25),
     fetchPaused: false,
   };
 }

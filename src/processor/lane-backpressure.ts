@@ -44,6 +44,11 @@ export class LaneBackpressure {
     return this.pausedLanes.has(lane) || (lane === "backfill" && this.guardHolds);
   }
 
+  /** The queue bound (not the guard) pauses `lane`: its records in flight count against the bound. */
+  boundPauses(lane: Lane): boolean {
+    return this.pausedLanes.has(lane);
+  }
+
   /**
    * The SLO guard holds (or lets go of) the backfill lane. Returns whether the lane's partitions
    * must be paused or resumed now: not when the queue bound already holds them.

@@ -356,7 +356,8 @@ export class StreamProcessor {
     if (task.running && this.schemaGate.holds(task, records)) return "refused";
     // A paused backfill lane takes nothing more (a fetch already under way would overshoot its share):
     // the records are fetched again when the lane resumes.
-    if (task.lane === "backfill" && this.backpressure.pausesLane("backfill")) return "refused";
+    // (A lane the SLO guard pauses keeps what one fetch brought: refusing it would only fetch it again.)
+    if (task.lane === "backfill" && this.backpressure.boundPauses("backfill")) return "refused";
     const verdict = task.accept(records, fetchedOffset);
     if (verdict.kind === "refused") return "refused";
     if (verdict.kind === "reseek") {
@@ -406,7 +407,7 @@ export class StreamProcessor {
     if (!task.complete(generation, offset, completion)) return;
     // A paused lane drains faster when its completed records commit now; only that lane's partitions,
     // so a backfill paused at its share does not turn every online completion into a transaction.
-    if (this.backpressure.pausesLane(task.lane)) task.committer?.commitSoon();
+    if (this.backpressure.boundPauses(task.lane)) task.committer?.commitSoon();
     this.maybeResume();
   }
 

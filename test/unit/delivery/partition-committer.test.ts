@@ -265,28 +265,6 @@ describe("PartitionCommitter: sticky failures", () => {
 });
 
 describe("PartitionCommitter: commits yield to the SLO guard (commitShare)", () => {
-  it("share 0 holds commits (ticks, commitSoon, a full transaction); flush still commits", async () => {
-    let share = 0;
-    const { clock, committer, publisher } = setup({ commitShare: () => share, maxTransactionRecords: 2 });
-    for (const offset of ["0", "1", "2"]) {
-      committer.track(offset);
-      committer.complete(offset, completion(`r${offset}`));
-    }
-    committer.commitSoon();
-    for (let i = 0; i < 10; i++) {
-      clock.advance(100);
-      await settle();
-    }
-    expect(publisher.units).toHaveLength(0);
-    expect(committer.pendingRecords).toBe(3);
-    // Released: the cadence commits at its next tick.
-    share = 1;
-    clock.advance(100);
-    await settle();
-    expect(publisher.units.flatMap(keysOf)).toEqual(["r0", "r1", "r2"]);
-    await committer.close({ commit: true });
-  });
-
   it("share 0.5 spaces the cadence to commitIntervalMs ÷ 0.5", async () => {
     const { clock, committer, publisher } = setup({ commitShare: () => 0.5 });
     committer.track("0");
@@ -300,15 +278,20 @@ describe("PartitionCommitter: commits yield to the SLO guard (commitShare)", () 
     await committer.close({ commit: true });
   });
 
-  it("flush and a clean close commit even while held", async () => {
-    const { committer, publisher } = setup({ commitShare: () => 0 });
-    committer.track("0");
-    committer.complete("0", completion("a"));
+  it("a spaced partition still commits at once when a transaction's worth waits, on flush and on close", async () => {
+    const { committer, publisher } = setup({ commitShare: () => 0.25, maxTransactionRecords: 2 });
+    for (const offset of ["0", "1"]) {
+      committer.track(offset);
+      committer.complete(offset, completion(`r${offset}`));
+    }
+    await settle();
+    expect(publisher.units.flatMap(keysOf)).toEqual(["r0", "r1"]);
+    committer.track("2");
+    committer.complete("2", completion("r2"));
     await committer.flush();
-    expect(publisher.units).toHaveLength(1);
-    committer.track("1");
-    committer.complete("1", completion("b"));
+    committer.track("3");
+    committer.complete("3", completion("r3"));
     await committer.close({ commit: true });
-    expect(publisher.units.flatMap(keysOf)).toEqual(["a", "b"]);
+    expect(publisher.units.flatMap(keysOf)).toEqual(["r0", "r1", "r2", "r3"]);
   });
 });

@@ -18,6 +18,8 @@ function simulate(
     forMs: number;
     sampleEveryMs?: number;
     latencyAt: (nowMs: number, allowance: number) => number | undefined;
+    /** The backfill lane uses the model meanwhile (default true). */
+    backfillBusy?: boolean;
   },
 ): GuardState[] {
   const states: GuardState[] = [];
@@ -121,7 +123,7 @@ describe("BackfillGuard (AIMD, fake clock)", () => {
       workerShare: 0,
       workerDepth: 0,
       sliceShare: 0,
-      commitShare: 0,
+      commitShare: 0.25,
       fetchPaused: true,
     });
   });
@@ -221,7 +223,7 @@ describe("backfillLimits: what an allowance means for each lever", () => {
       commitShare: 0.5,
       fetchPaused: false,
     });
-    expect(backfillLimits(0.05, 3)).toMatchObject({ sliceShare: 0.25, commitShare: 0.1, workerShare: 0.05 });
+    expect(backfillLimits(0.05, 3)).toMatchObject({ sliceShare: 0.25, commitShare: 0.25, workerShare: 0.05 });
   });
 });
 
