@@ -99,3 +99,38 @@ function isProse(s: string): boolean {
   if (/https?:|www\.|@|\t|[{}<>=_\\|~^]|\.\.\.|--|\s-\S/.test(s)) return false;
   return s.replace(/[^A-Za-z ]/g, "").length / s.length >= 0.9;
 }
+
+/**
+ * `n` paragraphs of realistic, mixed length for latency benchmarks: consecutive corpus sentences
+ * joined until a target word count drawn from a log-normal distribution (median 20 words ≈ 25 tokens,
+ * p90 ≈ 72 words ≈ 90 tokens, p99 ≈ 200 words ≈ 256 tokens, capped at 230 words), deterministic for a
+ * given seed. Not one-line sentences: a model's time and padding depend on the length spread.
+ */
+export function loadParagraphs(n: number, seed = 1): string[] {
+  const sentences = loadCorpus(20_000);
+  if (sentences.length === 0) return [];
+  let state = seed >>> 0 || 1;
+  const uniform = () => {
+    // xorshift32: deterministic, no dependency.
+    state ^= state << 13;
+    state ^= state >>> 17;
+    state ^= state << 5;
+    return ((state >>> 0) + 0.5) / 4294967296;
+  };
+  const out: string[] = [];
+  let cursor = 0;
+  for (let i = 0; i < n; i++) {
+    // Box–Muller: a standard normal from two uniforms.
+    const z = Math.sqrt(-2 * Math.log(uniform())) * Math.cos(2 * Math.PI * uniform());
+    const target = Math.min(230, Math.max(6, Math.round(20 * Math.exp(1.0 * z))));
+    const parts: string[] = [];
+    let words = 0;
+    while (words < target) {
+      const s = sentences[cursor++ % sentences.length] as string;
+      parts.push(s);
+      words += s.split(/\s+/).length;
+    }
+    out.push(parts.join(" ").split(/\s+/).slice(0, target).join(" "));
+  }
+  return out;
+}

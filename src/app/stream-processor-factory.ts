@@ -81,6 +81,7 @@ export function createStreamProcessor(
         // Only backfill-lane rows carry a run's cost, so only backfill partitions write shares.
         ...(o.backfillTopics.includes(tp.topic) ? { runCostTopic: o.runsTopic } : {}),
         onCommitted: hooks.onCommitted,
+        ...(hooks.commitShare ? { commitShare: hooks.commitShare } : {}),
         offsetCheckpoint: { topic: changelogTopic, partition: tp.partition },
         onFailure: (error) => {
           if (isAccessFailure(error) && wiring.onAccessFailure) wiring.onAccessFailure(error);

@@ -232,8 +232,12 @@ export const modelSchema = z
     backfillSliceRows: positiveInt()
       .max(4096)
       .default(4)
+      .describe("Most rows per ORT call of a backfill batch (1..4096); see backfillSliceMs (docs/lanes.md)."),
+    backfillSliceMs: positiveInt()
+      .max(10_000)
+      .default(20)
       .describe(
-        "Most rows per ORT call of a backfill batch (1..4096): bounds how long an online call waits for a busy worker (docs/lanes.md).",
+        "Time budget of one backfill ORT call, ms (1..10000): rows per slice = budget ÷ measured ms per padded token ÷ length, at least 1, at most backfillSliceRows. Bounds how long an online call waits for a busy worker, whatever the text length (docs/lanes.md).",
       ),
     textPrefix: z
       .string()
@@ -268,6 +272,38 @@ export const fallbackSchema = z
       .describe("Online requests held (queued or inferring) at which new ones get the fallback (overload)."),
   })
   .describe("Fallback answers when the model misses its SLA.");
+
+export const lanesSchema = z
+  .strictObject({
+    guard: z
+      .boolean()
+      .default(true)
+      .describe(
+        "The backfill lane's SLO guard (docs/lanes.md): throttle backfill work while the online tail nears onlineLatencyTargetMs. Only acts with topics.backfill set.",
+      ),
+    onlineLatencyTargetMs: z
+      .union([z.literal("auto"), positiveInt().max(600_000)])
+      .default("auto")
+      .describe(
+        "Online latency a reader should see (commit time − request timestamp, p99 over 3 s), ms; the backfill lane yields when the online tail nears it. auto = 1.5 × the online p99 measured while no backfill runs + 25 ms; batching.maxWaitMs + delivery.commitIntervalMs + 100 (210 with the defaults) until measured.",
+      ),
+  })
+  .describe("How the online and backfill lanes share an instance (docs/lanes.md).");
+
+/**
+ * `lanes.onlineLatencyTargetMs: auto` before the guard has measured the online tail without a
+ * backfill: what an uncontended online request costs a reader at most (a batch's wait plus a
+ * commit interval) plus 100 ms for inference and the commit. Once measured, auto is 1.5 × that
+ * tail + 25 ms (src/processor/backfill-guard.ts). The one home of this rule (docs/lanes.md).
+ */
+export function onlineLatencyTargetMs(
+  target: number | "auto",
+  settings: { maxWaitMs: number; commitIntervalMs: number },
+): number | { auto: true; untilMeasuredMs: number } {
+  return target === "auto"
+    ? { auto: true, untilMeasuredMs: settings.maxWaitMs + settings.commitIntervalMs + 100 }
+    : target;
+}
 
 export const observabilitySchema = z
   .strictObject({
@@ -359,6 +395,7 @@ export const sluiceConfigSchema = z
     delivery: deliverySchema.prefault({}),
     model: modelSchema.prefault({}),
     fallback: fallbackSchema.prefault({}),
+    lanes: lanesSchema.prefault({}),
     observability: observabilitySchema.prefault({}),
     batch: batchSchema.prefault({}),
     shutdown: shutdownSchema.prefault({}),

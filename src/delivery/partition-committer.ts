@@ -76,6 +76,13 @@ export interface PartitionCommitterOptions {
    * that run's cost share there (src/contracts/run-cost-share.ts). Unset: no shares are written.
    */
   runCostTopic?: string;
+  /**
+   * The share of the commit cadence this partition may use now: the SLO guard's lever on backfill
+   * partitions, so their commits yield to online ones (docs/lanes.md, "The SLO guard"). 1 = every
+   * `commitIntervalMs`; s in (0, 1] = every `commitIntervalMs ÷ s` (at most ×10). A full
+   * transaction's worth, `commitSoon`, `flush` and a clean close commit at once as always. Unset = 1.
+   */
+  commitShare?: () => number;
   /** Called after each committed transaction (records waiting for commit went down). */
   onCommitted?: () => void;
   /** Called once when a commit fails; the committer is dead afterwards (sticky error). */
@@ -195,10 +202,12 @@ export class PartitionCommitter {
 
   private schedule(): void {
     if (this.commitIntervalMs === 0 || this.failure || this.closed) return;
+    // Spaced by the share (at most ×10).
+    const share = Math.min(1, Math.max(0.1, this.opts.commitShare?.() ?? 1));
     this.timer = this.clock.setTimeout(() => {
       this.timer = undefined;
       void this.commitNow().finally(() => this.schedule());
-    }, this.commitIntervalMs);
+    }, this.commitIntervalMs / share);
     // A pending commit tick alone must not keep the process alive (Node timers only).
     (this.timer as { unref?: () => void } | undefined)?.unref?.();
   }

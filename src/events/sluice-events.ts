@@ -33,6 +33,8 @@ export interface SluiceEventMap {
     tokens: number;
     /** per item: flush time − enqueue time */
     queueWaitMs: number[];
+    /** per item: enqueue time − record timestamp (fetch, decode, dedup; streaming only) */
+    intakeMs?: number[];
   };
   "microbatch.inferred": {
     lane?: Lane;
@@ -69,6 +71,17 @@ export interface SluiceEventMap {
    * are logged; text never travels on the bus.
    */
   "microbatch.completed": MicroBatchReport;
+  /**
+   * The backfill lane's SLO guard decided (every GUARD.tickMs while it runs; docs/lanes.md).
+   * `transition` is set once when it engages, releases, or finds its target unmeetable.
+   */
+  "guard.adjusted": {
+    allowance: number;
+    estimateMs?: number;
+    targetMs: number;
+    backfillShare: number;
+    transition?: "engaged" | "released" | "unmeetable";
+  };
   /** One LagMonitor sample of a consumer group, read from the broker (see docs/observability.md). */
   "lag.sampled": LagSample;
 }

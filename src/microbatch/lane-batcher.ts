@@ -246,6 +246,18 @@ export class LaneBatcher<T> {
     return dropped;
   }
 
+  /**
+   * Backfill batches allowed in flight from now on (the SLO guard, docs/lanes.md); 0 = no new
+   * backfill batch forms. Batches already out finish.
+   */
+  setBackfillSlots(n: number): void {
+    if (!Number.isInteger(n) || n < 0)
+      throw new RangeError(`LaneBatcher: backfill slots must be an integer ≥ 0, got ${n}`);
+    if (n === this.slots.backfill) return;
+    this.slots.backfill = n;
+    if (this.size > 0 && !this.closed) this.evaluate();
+  }
+
   setEstimatedInferenceMs(ms: number): void {
     if (!Number.isFinite(ms) || ms < 0)
       throw new RangeError(

@@ -75,19 +75,20 @@ export function padSequences(sequences: readonly Int32Array[], seqLen: number): 
 }
 
 /**
- * Cuts sub-batches into slices of at most `maxRows` rows, each padded to its own longest item: the
- * backfill lane's ORT calls stay short, so an online call waits for at most one slice per worker
- * (docs/lanes.md).
+ * Cuts sub-batches into slices of at most `maxRows` rows (or `maxRows(seqLen)` for a sub-batch
+ * padded to `seqLen`, at least 1), each padded to its own longest item: the backfill lane's ORT calls
+ * stay short, so an online call waits for at most one slice per worker (docs/lanes.md).
  */
 export function sliceSubBatches(
   plan: readonly SubBatch[],
   lengths: readonly number[],
-  maxRows: number,
+  maxRows: number | ((seqLen: number) => number),
 ): SubBatch[] {
   const out: SubBatch[] = [];
   for (const sub of plan) {
-    for (let start = 0; start < sub.indices.length; start += maxRows) {
-      const indices = sub.indices.slice(start, start + maxRows);
+    const rows = Math.max(1, Math.floor(typeof maxRows === "number" ? maxRows : maxRows(sub.seqLen)));
+    for (let start = 0; start < sub.indices.length; start += rows) {
+      const indices = sub.indices.slice(start, start + rows);
       let seqLen = 0;
       let realTokens = 0;
       for (const i of indices) {

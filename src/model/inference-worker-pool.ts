@@ -54,8 +54,8 @@ export interface FeedsJobResult {
 }
 
 type Pending =
-  | { job: InferenceJob; resolve: (r: InferenceJobResult) => void; reject: (e: Error) => void }
-  | { job: FeedsJob; resolve: (r: FeedsJobResult) => void; reject: (e: Error) => void };
+  | { job: InferenceJob; lane: Lane; resolve: (r: InferenceJobResult) => void; reject: (e: Error) => void }
+  | { job: FeedsJob; lane: Lane; resolve: (r: FeedsJobResult) => void; reject: (e: Error) => void };
 
 interface Slot {
   worker: Worker;
@@ -63,6 +63,18 @@ interface Slot {
   inFlight: Map<number, Pending>;
   /** Resolves the close() wait once `inFlight` is empty. */
   drained: (() => void) | null;
+  /** Backfill jobs posted and not answered. */
+  backfillInFlight: number;
+  /** performance.now() before which this worker takes no backfill job (the guard's duty cycle). */
+  backfillReadyAt: number;
+}
+
+/** How much of the workers the backfill lane may use (the SLO guard; docs/lanes.md). */
+export interface BackfillWorkerLimits {
+  /** Share of each worker's time for backfill calls (0..1); after a call of d ms the worker waits d × (1 − share) ÷ share. */
+  workerShare: number;
+  /** Backfill calls a worker may hold at once (0 = none, up to JOBS_PER_WORKER). */
+  workerDepth: number;
 }
 
 /**
@@ -89,21 +101,24 @@ class LaneJobQueue {
     this.lanes[lane].items.push(p);
   }
 
-  next(): Pending | undefined {
-    for (const lane of ["online", "backfill"] as const) {
-      const q = this.lanes[lane];
-      if (q.head >= q.items.length) continue;
-      const p = q.items[q.head++] as Pending;
-      if (q.head === q.items.length) {
-        q.items.length = 0;
-        q.head = 0;
-      } else if (q.head > 64 && q.head * 2 > q.items.length) {
-        q.items.splice(0, q.head);
-        q.head = 0;
-      }
-      return p;
+  has(lane: Lane): boolean {
+    const q = this.lanes[lane];
+    return q.head < q.items.length;
+  }
+
+  /** The oldest waiting job of `lane`. */
+  take(lane: Lane): Pending | undefined {
+    const q = this.lanes[lane];
+    if (q.head >= q.items.length) return undefined;
+    const p = q.items[q.head++] as Pending;
+    if (q.head === q.items.length) {
+      q.items.length = 0;
+      q.head = 0;
+    } else if (q.head > 64 && q.head * 2 > q.items.length) {
+      q.items.splice(0, q.head);
+      q.head = 0;
     }
-    return undefined;
+    return p;
   }
 
   /** Removes and returns every waiting job. */
@@ -159,6 +174,9 @@ export class InferenceWorkerPool {
   private readonly queue = new LaneJobQueue();
   private nextJobId = 1;
   private closing: Promise<void> | null = null;
+  private backfill: BackfillWorkerLimits = { workerShare: 1, workerDepth: JOBS_PER_WORKER };
+  /** A dispatch scheduled for when a worker's backfill gap ends. */
+  private gapTimer: ReturnType<typeof setTimeout> | undefined;
 
   private constructor(
     private readonly init: WorkerInit,
@@ -189,12 +207,12 @@ export class InferenceWorkerPool {
 
   /** Queues one ORT call; `lane` backfill runs only while no online call waits. */
   run(job: InferenceJob, lane: Lane = "online"): Promise<InferenceJobResult> {
-    return this.enqueue((resolve, reject) => ({ job, resolve, reject }), lane);
+    return this.enqueue((resolve, reject) => ({ job, lane, resolve, reject }), lane);
   }
 
   /** Queues one ORT call of a tensor model (named feeds in, named outputs back). */
   runFeeds(job: FeedsJob, lane: Lane = "online"): Promise<FeedsJobResult> {
-    return this.enqueue((resolve, reject) => ({ job, resolve, reject }), lane);
+    return this.enqueue((resolve, reject) => ({ job, lane, resolve, reject }), lane);
   }
 
   private enqueue<R>(
@@ -210,8 +228,18 @@ export class InferenceWorkerPool {
     });
   }
 
+  /** The SLO guard's limits on backfill calls (docs/lanes.md); online calls are never limited. */
+  limitBackfill(limits: BackfillWorkerLimits): void {
+    this.backfill = {
+      workerShare: Math.min(1, Math.max(0, limits.workerShare)),
+      workerDepth: Math.min(JOBS_PER_WORKER, Math.max(0, Math.floor(limits.workerDepth))),
+    };
+    this.dispatch();
+  }
+
   close(): Promise<void> {
     this.closing ??= (async () => {
+      if (this.gapTimer !== undefined) clearTimeout(this.gapTimer);
       const pending = this.queue.drain();
       for (const p of pending)
         p.reject(new SluiceError("INTERNAL", "model runner closed before the job ran"));
@@ -236,12 +264,19 @@ export class InferenceWorkerPool {
   }
 
   private adopt(worker: Worker): void {
-    const slot: Slot = { worker, inFlight: new Map(), drained: null };
+    const slot: Slot = {
+      worker,
+      inFlight: new Map(),
+      drained: null,
+      backfillInFlight: 0,
+      backfillReadyAt: 0,
+    };
     this.slots.push(slot);
     worker.on("message", (reply: WorkerReply) => {
       const pending = slot.inFlight.get(reply.id);
       if (pending === undefined) return;
       slot.inFlight.delete(reply.id);
+      if (pending.lane === "backfill") this.backfillAnswered(slot, reply);
       if (reply.type === "done") {
         (pending.resolve as (r: InferenceJobResult) => void)({
           data: reply.data,
@@ -275,6 +310,7 @@ export class InferenceWorkerPool {
         );
       }
       slot.inFlight.clear();
+      slot.backfillInFlight = 0;
       if (this.closing === null) void this.replace();
     });
     this.dispatch();
@@ -298,28 +334,66 @@ export class InferenceWorkerPool {
     }
   }
 
-  /** Idle workers get a job first, then each worker its next one (up to JOBS_PER_WORKER). */
+  /**
+   * Idle workers get a job first, then each worker its next one (up to JOBS_PER_WORKER). Online
+   * jobs first; a backfill job only within the guard's limits: depth, and the worker's gap after its
+   * last backfill call (its duty cycle).
+   */
   private dispatch(): void {
+    const now = performance.now();
+    let nextGapEnd = Number.POSITIVE_INFINITY;
     for (let depth = 1; depth <= JOBS_PER_WORKER; depth++) {
       for (const slot of this.slots) {
         if (slot.inFlight.size >= depth) continue;
-        const pending = this.queue.next();
-        if (pending === undefined) return;
-        const id = this.nextJobId++;
-        slot.inFlight.set(id, pending);
-        const { job } = pending;
-        if ("feeds" in job) {
-          const request: WorkerFeedsRequest = { id, ...job };
-          slot.worker.postMessage(request, transferablesOf(job.feeds));
-          continue;
+        let pending = this.queue.take("online");
+        if (
+          pending === undefined &&
+          this.queue.has("backfill") &&
+          slot.backfillInFlight < this.backfill.workerDepth
+        ) {
+          if (now >= slot.backfillReadyAt) pending = this.queue.take("backfill");
+          else nextGapEnd = Math.min(nextGapEnd, slot.backfillReadyAt);
         }
-        const request: WorkerRunRequest = { id, ...job };
-        slot.worker.postMessage(request, [
-          job.inputIds.buffer as ArrayBuffer,
-          job.attentionMask.buffer as ArrayBuffer,
-        ]);
+        if (pending === undefined) continue;
+        this.post(slot, pending);
       }
     }
+    if (nextGapEnd !== Number.POSITIVE_INFINITY && this.gapTimer === undefined && this.closing === null) {
+      this.gapTimer = setTimeout(
+        () => {
+          this.gapTimer = undefined;
+          this.dispatch();
+        },
+        Math.max(1, nextGapEnd - now),
+      );
+      this.gapTimer.unref?.();
+    }
+  }
+
+  private post(slot: Slot, pending: Pending): void {
+    const id = this.nextJobId++;
+    slot.inFlight.set(id, pending);
+    if (pending.lane === "backfill") slot.backfillInFlight++;
+    const { job } = pending;
+    if ("feeds" in job) {
+      const request: WorkerFeedsRequest = { id, ...job };
+      slot.worker.postMessage(request, transferablesOf(job.feeds));
+      return;
+    }
+    const request: WorkerRunRequest = { id, ...job };
+    slot.worker.postMessage(request, [
+      job.inputIds.buffer as ArrayBuffer,
+      job.attentionMask.buffer as ArrayBuffer,
+    ]);
+  }
+
+  /** A backfill call ended: under a share below 1 the worker waits before its next backfill call. */
+  private backfillAnswered(slot: Slot, reply: WorkerReply): void {
+    slot.backfillInFlight = Math.max(0, slot.backfillInFlight - 1);
+    const share = this.backfill.workerShare;
+    if (share >= 1 || reply.type === "failed") return;
+    const gapMs = share <= 0 ? 0 : (reply.runMs * (1 - share)) / share;
+    slot.backfillReadyAt = performance.now() + gapMs;
   }
 }
 

@@ -57,9 +57,20 @@ export interface ModelCallStats {
 export interface ModelRunOptions {
   /**
    * `backfill`: this batch's ORT calls run only while no online call waits, and are cut into slices
-   * of at most `backfillSliceRows` rows (docs/lanes.md). Default `online`.
+   * of at most `model.backfillSliceMs` of measured time and `model.backfillSliceRows` rows
+   * (docs/lanes.md). Default `online`.
    */
   lane?: Lane;
+}
+
+/** How much of the model the backfill lane may use now: the SLO guard's levers (docs/lanes.md). */
+export interface BackfillModelLimits {
+  /** Share of each worker's time for backfill ORT calls (0..1; a duty cycle). */
+  workerShare: number;
+  /** Backfill ORT calls a worker may hold at once (0 = none). */
+  workerDepth: number;
+  /** Backfill slices' time budget as a share of `model.backfillSliceMs` (0..1). */
+  sliceShare: number;
 }
 
 export interface ModelPort {
@@ -79,6 +90,8 @@ export interface ModelPort {
     texts: readonly unknown[],
     options?: ModelRunOptions,
   ): Promise<{ outcomes: ItemOutcome[]; stats: ModelCallStats }>;
+  /** Applies the SLO guard's limits to backfill calls; models without lanes ignore it. */
+  limitBackfill?(limits: BackfillModelLimits): void;
   close(): Promise<void>;
 }
 

@@ -7,7 +7,14 @@ import { padSequences, planSubBatches, sliceSubBatches } from "./batch-planner.j
 import { InferenceWorkerPool, workerInitOf } from "./inference-worker-pool.js";
 import type { ModelDescription } from "./model-description.js";
 import { fingerprintModel, type ModelFingerprint } from "./model-fingerprint.js";
-import type { ItemOutcome, ModelCallStats, ModelPort, ModelRunOptions, ModelTask } from "./model-port.js";
+import type {
+  BackfillModelLimits,
+  ItemOutcome,
+  ModelCallStats,
+  ModelPort,
+  ModelRunOptions,
+  ModelTask,
+} from "./model-port.js";
 import { type OnnxSummary, readOnnxSummary } from "./onnx-metadata.js";
 import { applyOnnxruntimeTelemetry } from "./onnxruntime-telemetry.js";
 import { classificationOutput, labelsFromMetadata } from "./tasks/classification-task.js";
@@ -34,6 +41,10 @@ export class ModelRunner implements ModelPort {
   readonly tokenizerHash: string;
   readonly description: ModelDescription;
   private readonly labels: string[];
+  /** Measured ORT ms per padded token (moving average over calls; 0 before the first). */
+  private msPerPaddedToken = 0;
+  /** The guard's share of `backfillSliceMs` (1 = unthrottled). */
+  private sliceShare = 1;
 
   private constructor(
     private readonly options: ModelSettings,
@@ -117,7 +128,7 @@ export class ModelRunner implements ModelPort {
       ? lengths.map((len, i) => ({ indices: [i], seqLen: len, realTokens: len }))
       : planSubBatches(lengths, this.options.bucketing);
     const plan =
-      lane === "backfill" ? sliceSubBatches(planned, lengths, this.options.backfillSliceRows) : planned;
+      lane === "backfill" ? sliceSubBatches(planned, lengths, (seqLen) => this.sliceRows(seqLen)) : planned;
     let realTokens = 0;
     let paddedTokens = 0;
     const cpu = { ms: 0 };
@@ -140,8 +151,25 @@ export class ModelRunner implements ModelPort {
     return { outcomes, stats: { inferenceMs, realTokens, paddedTokens, cpuMs: cpu.ms } };
   }
 
+  limitBackfill(limits: BackfillModelLimits): void {
+    this.sliceShare = Math.min(1, Math.max(0, limits.sliceShare));
+    this.pool.limitBackfill(limits);
+  }
+
   close(): Promise<void> {
     return this.pool.close();
+  }
+
+  /**
+   * Rows per backfill slice padded to `seqLen`: as many as fit `model.backfillSliceMs` (times the
+   * guard's share) at the measured time per padded token, at least 1 and at most
+   * `model.backfillSliceRows`. Before the first measurement, the row cap.
+   */
+  private sliceRows(seqLen: number): number {
+    const cap = this.options.backfillSliceRows;
+    if (this.msPerPaddedToken <= 0 || seqLen <= 0) return cap;
+    const budgetMs = this.options.backfillSliceMs * this.sliceShare;
+    return Math.min(cap, Math.max(1, Math.floor(budgetMs / (seqLen * this.msPerPaddedToken))));
   }
 
   private async runItems(
@@ -181,6 +209,9 @@ export class ModelRunner implements ModelPort {
     }
     const { data, dim } = result;
     cpu.ms += result.cpuMs;
+    const perToken = result.runMs / Math.max(1, items.length * seqLen);
+    this.msPerPaddedToken =
+      this.msPerPaddedToken === 0 ? perToken : 0.8 * this.msPerPaddedToken + 0.2 * perToken;
     items.forEach((item, row) => {
       const slice = data.subarray(row * dim, (row + 1) * dim);
       outcomes[item.index] = {

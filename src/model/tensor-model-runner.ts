@@ -5,7 +5,13 @@ import type { Lane } from "../contracts/lane.js";
 import { SluiceError } from "../sluice-error.js";
 import { InferenceWorkerPool, workerInitOf } from "./inference-worker-pool.js";
 import { fingerprintModel } from "./model-fingerprint.js";
-import type { ItemOutcome, ModelCallStats, ModelPort, ModelRunOptions } from "./model-port.js";
+import type {
+  BackfillModelLimits,
+  ItemOutcome,
+  ModelCallStats,
+  ModelPort,
+  ModelRunOptions,
+} from "./model-port.js";
 import { readOnnxSummary } from "./onnx-metadata.js";
 import { applyOnnxruntimeTelemetry } from "./onnxruntime-telemetry.js";
 import { type RowRequest, splitOutputs, stackFeeds, stackGroups } from "./tensor-batch.js";
@@ -121,6 +127,11 @@ export class TensorModelRunner implements ModelPort {
         cpuMs: cpu.ms,
       },
     };
+  }
+
+  /** The SLO guard's limits on backfill calls (docs/lanes.md); slices stay row-bounded here. */
+  limitBackfill(limits: BackfillModelLimits): void {
+    this.pool.limitBackfill(limits);
   }
 
   close(): Promise<void> {

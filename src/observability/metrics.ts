@@ -58,6 +58,9 @@ export class SluiceMetrics {
   private readonly timeToDrain: Gauge<"topic">;
   private readonly endToEnd: Histogram<"status" | "lane">;
   private readonly queueWait: Histogram<"lane">;
+  private readonly intake: Histogram<"lane">;
+  /** The SLO guard's metrics, registered at its first decision (an instance without one exports none). */
+  private guard: GuardMetrics | undefined;
   private readonly inference: Histogram<"lane">;
   private readonly batchSize: Histogram<"lane">;
   private readonly batchTokens: Histogram<"lane">;
@@ -137,6 +140,13 @@ export class SluiceMetrics {
     this.queueWait = new Histogram({
       name: "sluice_queue_wait_seconds",
       help: "Per item: batch flush time minus enqueue time, seconds, by lane.",
+      labelNames: ["lane"],
+      buckets: SHORT_BUCKETS_S,
+      registers,
+    });
+    this.intake = new Histogram({
+      name: "sluice_intake_seconds",
+      help: "Per item: enqueue time minus request record timestamp (fetch, decode, dedup), seconds, by lane.",
       labelNames: ["lane"],
       buckets: SHORT_BUCKETS_S,
       registers,
@@ -259,6 +269,20 @@ export class SluiceMetrics {
         this.batchTokens.observe(lane, e.tokens);
         const wait = this.queueWait.labels(lane);
         for (const ms of e.queueWaitMs) wait.observe(Math.max(0, ms) / 1000);
+        if (e.intakeMs !== undefined) {
+          const intake = this.intake.labels(lane);
+          for (const ms of e.intakeMs) intake.observe(Math.max(0, ms) / 1000);
+        }
+      }),
+      events.on("guard.adjusted", (e) => {
+        this.guard ??= guardMetrics([this.registry]);
+        const g = this.guard;
+        g.allowance.set(e.allowance);
+        g.target.set(e.targetMs / 1000);
+        g.backfillShare.set(e.backfillShare);
+        if (e.estimateMs !== undefined) g.estimate.set(e.estimateMs / 1000);
+        else g.estimate.reset();
+        if (e.transition !== undefined) g.transitions.inc({ transition: e.transition });
       }),
       events.on("microbatch.inferred", (e) => {
         const lane = { lane: e.lane ?? "online" };
@@ -335,4 +359,43 @@ export class SluiceMetrics {
     this.timeToDrain.reset();
     for (const t of sample.topics) this.timeToDrain.set({ topic: t.topic }, t.timeToDrainSeconds);
   }
+}
+
+interface GuardMetrics {
+  allowance: Gauge;
+  estimate: Gauge;
+  target: Gauge;
+  backfillShare: Gauge;
+  transitions: Counter<"transition">;
+}
+
+function guardMetrics(registers: Registry[]): GuardMetrics {
+  return {
+    allowance: new Gauge({
+      name: "sluice_backfill_guard_allowance_ratio",
+      help: "The SLO guard's allowance for the backfill lane: 1 = unthrottled, 0 = paused (docs/lanes.md).",
+      registers,
+    }),
+    estimate: new Gauge({
+      name: "sluice_online_latency_estimate_seconds",
+      help: "Online latency p99 over the guard's 3 s window (commit time minus request timestamp), seconds; absent before the first sample.",
+      registers,
+    }),
+    target: new Gauge({
+      name: "sluice_online_latency_target_seconds",
+      help: "lanes.onlineLatencyTargetMs, seconds.",
+      registers,
+    }),
+    backfillShare: new Gauge({
+      name: "sluice_backfill_model_share_ratio",
+      help: "The backfill lane's share of the model's busy time over the guard's 3 s window (0..1).",
+      registers,
+    }),
+    transitions: new Counter({
+      name: "sluice_backfill_guard_transitions_total",
+      help: "Times the SLO guard engaged, released, or found its target unmeetable with the backfill paused.",
+      labelNames: ["transition"],
+      registers,
+    }),
+  };
 }

@@ -20,10 +20,14 @@ export interface LaneCounts {
  * half: one large backfill fetch that lands past the half (a fetch brings up to
  * consumer.maxBytesPerPartition) never pauses online requests. Without a backfill lane it is the
  * single rule it always was: pause at the bound, resume at half.
+ *
+ * The SLO guard can also hold the backfill lane (`holdBackfill`, docs/lanes.md "The SLO guard"): its
+ * partitions stay paused while either holds them.
  */
 export class LaneBackpressure {
   private readonly pausedLanes = new Set<Lane>();
   private readonly backfillShare: number;
+  private guardHolds = false;
 
   constructor(
     private readonly maxQueuedRecords: number,
@@ -37,7 +41,23 @@ export class LaneBackpressure {
   }
 
   pausesLane(lane: Lane): boolean {
+    return this.pausedLanes.has(lane) || (lane === "backfill" && this.guardHolds);
+  }
+
+  /** The queue bound (not the guard) pauses `lane`: its records in flight count against the bound. */
+  boundPauses(lane: Lane): boolean {
     return this.pausedLanes.has(lane);
+  }
+
+  /**
+   * The SLO guard holds (or lets go of) the backfill lane. Returns whether the lane's partitions
+   * must be paused or resumed now: not when the queue bound already holds them.
+   */
+  holdBackfill(hold: boolean): "pause" | "resume" | undefined {
+    if (hold === this.guardHolds) return undefined;
+    this.guardHolds = hold;
+    if (this.pausedLanes.has("backfill")) return undefined;
+    return hold ? "pause" : "resume";
   }
 
   /** After records were taken: the lanes to pause now (none, or newly paused ones). */
@@ -67,7 +87,8 @@ export class LaneBackpressure {
     if (this.pausedLanes.has("backfill") && onlineRuns && q.backfill <= this.maxQueuedRecords / 4)
       resume.push("backfill");
     for (const lane of resume) this.pausedLanes.delete(lane);
-    return resume;
+    // The guard still holds the backfill lane: its bound is clear, its partitions stay paused.
+    return this.guardHolds ? resume.filter((lane) => lane !== "backfill") : resume;
   }
 
   /** The `consumer.paused` reason for lanes just paused. */

@@ -92,6 +92,11 @@ export class LaneDispatcher {
     this.batcher.setEstimatedInferenceMs(this.batchMsEstimate);
   }
 
+  /** Backfill batches allowed in flight (the SLO guard's lever; 0 = none form). */
+  setBackfillSlots(n: number): void {
+    this.batcher.setBackfillSlots(n);
+  }
+
   /** Flushes both lanes (reason `shutdown`). */
   close(): void {
     this.batcher.close();
@@ -108,6 +113,7 @@ export class LaneDispatcher {
       size: batch.items.length,
       tokens: batch.tokens,
       queueWaitMs: batch.enqueuedAtMs.map((t) => batch.formedAtMs - t),
+      intakeMs: batch.items.map((item) => Math.max(0, item.enqueuedAtMs - item.timestampMs)),
     });
     if (batch.lane === "online") this.onlineInBatches += batch.items.length;
     this.runners[batch.lane].push(batch);

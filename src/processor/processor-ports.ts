@@ -67,6 +67,11 @@ export interface CommitterHooks {
   onCommitted(): void;
   /** The committer failed for good (sticky); the owner resets the task. */
   onFailure(error: SluiceError): void;
+  /**
+   * Backfill partitions: the share of the commit cadence they may use now (the SLO guard; 0 = held).
+   * Absent: always the full cadence.
+   */
+  commitShare?: () => number;
 }
 
 /**

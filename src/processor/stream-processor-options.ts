@@ -61,6 +61,10 @@ export interface ProcessorSettings {
   /** Fallback rules file (docs/lanes.md); unset = no fallback. */
   fallbackRulesPath?: string;
   fallbackMaxOnlineQueue: number;
+  /** The backfill lane's SLO guard on (docs/lanes.md); acts only with backfill topics. */
+  backfillGuard: boolean;
+  /** Online latency target of the guard, ms, or auto (`onlineLatencyTargetMs` in config-schema.ts). */
+  onlineLatencyTargetMs: number | "auto";
 }
 
 /** Where each setting lives in the configuration (the one home of its default and rules). */
@@ -98,6 +102,8 @@ const SETTING_KEYS = {
   schemaRetryMaxMs: ["schemaRegistry", "retryMaxMs"],
   fallbackRulesPath: ["fallback", "rulesPath"],
   fallbackMaxOnlineQueue: ["fallback", "maxOnlineQueue"],
+  backfillGuard: ["lanes", "guard"],
+  onlineLatencyTargetMs: ["lanes", "onlineLatencyTargetMs"],
 } as const satisfies Record<keyof ProcessorSettings, readonly [string, string]>;
 
 type SettingName = keyof typeof SETTING_KEYS;

@@ -1,3 +1,4 @@
+import { onlineLatencyTargetMs } from "../config/config-schema.js";
 import { RequestDecoder } from "../contracts/request-codec.js";
 import { partitionsByTopic, type TopicPartition, topicPartitionKey } from "../contracts/topic-partition.js";
 import type { CompletionBuilder } from "../delivery/completion-builder.js";
@@ -8,6 +9,8 @@ import type { BatcherClock } from "../microbatch/batcher-clock.js";
 import type { LaneBatch } from "../microbatch/lane-batcher.js";
 import type { ModelPort } from "../model/model-port.js";
 import { SluiceError } from "../sluice-error.js";
+import type { BackfillLimits } from "./backfill-guard.js";
+import { BackfillThrottle } from "./backfill-throttle.js";
 import { LaneBackpressure, type LaneCounts } from "./lane-backpressure.js";
 import { LaneDispatcher } from "./lane-dispatcher.js";
 import { MicroBatchRunner } from "./micro-batch-runner.js";
@@ -60,6 +63,8 @@ export class StreamProcessor {
   private readonly dispatcher: LaneDispatcher;
   private readonly batches: MicroBatchRunner;
   private readonly backpressure: LaneBackpressure;
+  /** The backfill lane's SLO guard (docs/lanes.md); undefined without backfill topics or with lanes.guard off. */
+  private readonly throttle: BackfillThrottle | undefined;
   private readonly tasks = new Map<string, PartitionTask>();
   private readonly restoreContext: RestoreContext;
   private started = false;
@@ -113,6 +118,18 @@ export class StreamProcessor {
       complete: (task, generation, offset, completion) => this.complete(task, generation, offset, completion),
     });
     this.backpressure = new LaneBackpressure(settings.maxQueuedRecords, settings.backfillTopics.length > 0);
+    this.throttle =
+      settings.backfillTopics.length > 0 && settings.backfillGuard
+        ? new BackfillThrottle({
+            target: onlineLatencyTargetMs(settings.onlineLatencyTargetMs, settings),
+            maxInFlightBatches: settings.maxInFlightBatches,
+            events: deps.events,
+            clock: deps.clock,
+            log: deps.log,
+            isOnlineTopic: (topic) => !settings.backfillTopics.includes(topic),
+            apply: (limits) => this.limitBackfill(limits),
+          })
+        : undefined;
     this.restoreContext = {
       isStopping: () => this.stopping,
       createCommitter: (task) => this.createCommitter(task),
@@ -145,6 +162,7 @@ export class StreamProcessor {
         this.onRecords(topic, partition, records, fetchedOffset),
       onFatal: (error) => this.fatal(error),
     });
+    this.throttle?.start();
     this.deps.log.info(
       {
         groupId: this.opts.groupId,
@@ -188,6 +206,8 @@ export class StreamProcessor {
 
   private async shutdown(budget: ShutdownBudget): Promise<void> {
     this.stopping = true;
+    // Lift the guard's limits: backfill work already formed must be able to finish.
+    this.throttle?.stop();
     this.schemaGate.close();
     for (const t of this.tasks.values()) t.cancelReclaim();
     try {
@@ -289,6 +309,9 @@ export class StreamProcessor {
       onFailure: (error) => {
         if (created !== undefined && task.committer === created) this.reset(task, error);
       },
+      ...(task.lane === "backfill" && this.throttle
+        ? { commitShare: () => this.throttle?.commitShare ?? 1 }
+        : {}),
     });
     return created;
   }
@@ -333,7 +356,8 @@ export class StreamProcessor {
     if (task.running && this.schemaGate.holds(task, records)) return "refused";
     // A paused backfill lane takes nothing more (a fetch already under way would overshoot its share):
     // the records are fetched again when the lane resumes.
-    if (task.lane === "backfill" && this.backpressure.pausesLane("backfill")) return "refused";
+    // (A lane the SLO guard pauses keeps what one fetch brought: refusing it would only fetch it again.)
+    if (task.lane === "backfill" && this.backpressure.boundPauses("backfill")) return "refused";
     const verdict = task.accept(records, fetchedOffset);
     if (verdict.kind === "refused") return "refused";
     if (verdict.kind === "reseek") {
@@ -383,7 +407,7 @@ export class StreamProcessor {
     if (!task.complete(generation, offset, completion)) return;
     // A paused lane drains faster when its completed records commit now; only that lane's partitions,
     // so a backfill paused at its share does not turn every online completion into a transaction.
-    if (this.backpressure.pausesLane(task.lane)) task.committer?.commitSoon();
+    if (this.backpressure.boundPauses(task.lane)) task.committer?.commitSoon();
     this.maybeResume();
   }
 
@@ -406,6 +430,21 @@ export class StreamProcessor {
     if (resume.length === 0) return;
     this.safeResume(this.runningPartitions(resume));
     this.emit("consumer.resumed", { lanes: resume });
+  }
+
+  /** The SLO guard's levers: backfill batch slots, the workers' share, and the lane's fetches. */
+  private limitBackfill(limits: BackfillLimits): void {
+    this.dispatcher.setBackfillSlots(limits.batchSlots);
+    this.deps.model.limitBackfill?.(limits);
+    if (this.stopping) return;
+    const change = this.backpressure.holdBackfill(limits.fetchPaused);
+    if (change === "pause") {
+      this.safePause(this.runningPartitions(["backfill"]));
+      this.emit("consumer.paused", { reason: "SLO guard: online tail above target", lanes: ["backfill"] });
+    } else if (change === "resume") {
+      this.safeResume(this.runningPartitions(["backfill"]));
+      this.emit("consumer.resumed", { lanes: ["backfill"] });
+    }
   }
 
   private runningPartitions(lanes: readonly string[]): TopicPartition[] {

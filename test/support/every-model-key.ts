@@ -27,6 +27,7 @@ export const everyModelKey: SluiceConfig["model"] = {
   interOpThreads: 3,
   allowSpinning: true,
   backfillSliceRows: 9,
+  backfillSliceMs: 35,
   textPrefix: "query: ",
   itemIsolation: "never",
   onnxruntimeTelemetry: true,

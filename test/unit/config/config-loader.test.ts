@@ -175,6 +175,7 @@ describe("loadConfig", () => {
       "delivery",
       "model",
       "fallback",
+      "lanes",
       "observability",
       "batch",
       "shutdown",

@@ -263,3 +263,35 @@ describe("PartitionCommitter: sticky failures", () => {
     expect(h.seen.transactions.map((t) => t.outcome)).toEqual(["fenced"]);
   });
 });
+
+describe("PartitionCommitter: commits yield to the SLO guard (commitShare)", () => {
+  it("share 0.5 spaces the cadence to commitIntervalMs ÷ 0.5", async () => {
+    const { clock, committer, publisher } = setup({ commitShare: () => 0.5 });
+    committer.track("0");
+    committer.complete("0", completion("a"));
+    clock.advance(100);
+    await settle();
+    expect(publisher.units).toHaveLength(0);
+    clock.advance(100);
+    await settle();
+    expect(publisher.units).toHaveLength(1);
+    await committer.close({ commit: true });
+  });
+
+  it("a spaced partition still commits at once when a transaction's worth waits, on flush and on close", async () => {
+    const { committer, publisher } = setup({ commitShare: () => 0.25, maxTransactionRecords: 2 });
+    for (const offset of ["0", "1"]) {
+      committer.track(offset);
+      committer.complete(offset, completion(`r${offset}`));
+    }
+    await settle();
+    expect(publisher.units.flatMap(keysOf)).toEqual(["r0", "r1"]);
+    committer.track("2");
+    committer.complete("2", completion("r2"));
+    await committer.flush();
+    committer.track("3");
+    committer.complete("3", completion("r3"));
+    await committer.close({ commit: true });
+    expect(publisher.units.flatMap(keysOf)).toEqual(["r0", "r1", "r2", "r3"]);
+  });
+});

@@ -26,6 +26,11 @@ beforeAll(async () => {
   );
 });
 
+/** A lower bound of the model time `n` one-row calls take: the unthrottled batch's wall time (calls run back to back). */
+function sumOfCalls(n: number, unthrottledMs: number): number {
+  return n > 0 ? unthrottledMs * 0.9 : 0;
+}
+
 afterAll(async () => {
   await model?.close();
   await rm(dir, { recursive: true, force: true });
@@ -56,6 +61,40 @@ describe("lanes in the model runner", () => {
         expect(score).toBeCloseTo(alone.outcomes[0].output.scores?.[label] ?? Number.NaN, 6);
     }
     expect(o.outcomes[0]?.ok).toBe(true);
+  });
+
+  it("the SLO guard's limits: backfill calls wait while paused, online calls do not; a duty cycle spaces them", async () => {
+    model.limitBackfill({ workerShare: 0, workerDepth: 0, sliceShare: 0 });
+    let backfillDone = false;
+    const backfill = model
+      .run(["good movie a", "good movie b", "good movie c"], { lane: "backfill" })
+      .then((r) => {
+        backfillDone = true;
+        return r;
+      });
+    const online = await model.run(["bad movie"], { lane: "online" });
+    expect(online.outcomes[0]?.ok).toBe(true);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(backfillDone).toBe(false);
+    // Released: the held calls run.
+    model.limitBackfill({ workerShare: 1, workerDepth: 2, sliceShare: 1 });
+    expect((await backfill).outcomes.every((x) => x.ok)).toBe(true);
+
+    // Share 0.5: after each backfill call of d ms the worker waits d ms before the next one, so the
+    // batch's wall time is at least about twice the model time it used.
+    model.limitBackfill({ workerShare: 0.5, workerDepth: 1, sliceShare: 1 });
+    const texts = Array.from({ length: 20 }, (_, i) => `a rather longer backfill text number ${i} to score`);
+    const started = performance.now();
+    const spaced = await model.run(texts, { lane: "backfill" });
+    const wallMs = performance.now() - started;
+    model.limitBackfill({ workerShare: 1, workerDepth: 2, sliceShare: 1 });
+    const unthrottled = await model.run(texts, { lane: "backfill" });
+    expect(spaced.outcomes.every((x) => x.ok)).toBe(true);
+    expect(unthrottled.outcomes).toHaveLength(20);
+    // 20 one-row calls (backfillSliceRows 1) with 19 enforced gaps, each as long as the call before it.
+    expect(wallMs).toBeGreaterThanOrEqual(
+      1.2 * sumOfCalls(spaced.outcomes.length, unthrottled.stats.inferenceMs),
+    );
   });
 
   it("slices backfill sub-batches to at most backfillSliceRows rows, each padded to its own longest", () => {

@@ -1,4 +1,3 @@
-import { Gauge } from "prom-client";
 import { describe, expect, it } from "vitest";
 import { SluiceEvents } from "../../../src/events/sluice-events.js";
 import { type AssignedPartition, LiveSnapshot } from "../../../src/observability/live-snapshot.js";
@@ -96,11 +95,9 @@ describe("LiveSnapshot", () => {
   });
 
   it("uses the SLO guard's gauges and the model CPU counter when the registry has them", async () => {
-    const { events, metrics, snapshot } = setup();
-    const registers = [metrics.registry];
-    new Gauge({ name: "sluice_online_latency_target_seconds", help: "t", registers }).set(0.2);
-    new Gauge({ name: "sluice_online_latency_estimate_seconds", help: "e", registers }).set(0.15);
-    new Gauge({ name: "sluice_backfill_guard_allowance_ratio", help: "a", registers }).set(0.5);
+    const { events, snapshot } = setup();
+    // The guard's gauges exist once it has decided (guard.adjusted), as in serve with a backfill lane.
+    events.emit("guard.adjusted", { allowance: 0.5, estimateMs: 150, targetMs: 200, backfillShare: 0.4 });
     // Model CPU reaches sluice_model_cpu_seconds_total through the events, as in serve.
     const inferred = (lane: "online" | "backfill", cpuMs: number) => ({
       lane,

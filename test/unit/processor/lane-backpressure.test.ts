@@ -43,3 +43,24 @@ describe("LaneBackpressure", () => {
     expect(b.onDrained(q(50, 0))).toEqual(["online"]);
   });
 });
+
+describe("LaneBackpressure: the SLO guard holds the backfill lane", () => {
+  it("pauses and resumes backfill alone; the queue bound and the guard each keep it paused", () => {
+    const bp = new LaneBackpressure(100, true);
+    expect(bp.holdBackfill(true)).toBe("pause");
+    expect(bp.pausesLane("backfill")).toBe(true);
+    expect(bp.pausesLane("online")).toBe(false);
+    expect(bp.holdBackfill(true)).toBeUndefined();
+    // The bound pauses it too; draining clears the bound but the guard still holds it.
+    expect(bp.onQueued({ online: 0, backfill: 60 })).toEqual(["backfill"]);
+    expect(bp.onDrained({ online: 0, backfill: 0 })).toEqual([]);
+    expect(bp.pausesLane("backfill")).toBe(true);
+    expect(bp.holdBackfill(false)).toBe("resume");
+    expect(bp.pausesLane("backfill")).toBe(false);
+    // Held by the bound: the guard letting go does not resume it.
+    bp.onQueued({ online: 0, backfill: 60 });
+    expect(bp.holdBackfill(true)).toBeUndefined();
+    expect(bp.holdBackfill(false)).toBeUndefined();
+    expect(bp.pausesLane("backfill")).toBe(true);
+  });
+});

@@ -1,0 +1,294 @@
+import type { Lane } from "../contracts/lane.js";
+import { LatencyWindow } from "./latency-window.js";
+
+/**
+ * The controller's constants: one home (docs/lanes.md, "The SLO guard", explains each). Times in ms.
+ */
+export const GUARD = {
+  /** How often the processor asks the guard for a decision. */
+  tickMs: 250,
+  /** The sliding window of online latencies and model time. */
+  windowMs: 3000,
+  /** The online tail the guard watches. */
+  quantile: 0.99,
+  /** Throttle when the online tail reaches this share of the target… */
+  engageAt: 0.9,
+  /** …and release only below this share (the band between holds: no oscillation). */
+  releaseBelow: 0.75,
+  /**
+   * Multiplicative decrease: × engage threshold ÷ the fresh tail, between these two factors (a tail
+   * just over the threshold trims a little; one twice over it halves the allowance).
+   */
+  decreaseMin: 0.5,
+  decreaseMax: 0.9,
+  /** Below this allowance the backfill lane is paused (allowance 0). */
+  floor: 1 / 16,
+  /** Additive increase of the allowance per second of calm (tail under releaseBelow × target). */
+  increasePerSecond: 0.1,
+  /** In the band between the two shares: a slow creep per second, up to creepLimit (release needs calm). */
+  creepPerSecond: 0.02,
+  creepLimit: 0.9,
+  /**
+   * While the backfill lane is idle and online traffic flows, the allowance waits at most here, so a
+   * backfill that starts begins at half speed and earns the rest (a burst at full speed would hurt
+   * the online tail before the guard has evidence).
+   */
+  startAllowance: 0.5,
+  /** A decrease waits this long after the previous one, and for requests that started after it. */
+  settleMs: 500,
+  /** No increase until this long after the last decrease. */
+  holdMs: 2000,
+  /** Paused this long with the online tail still above the target: the target cannot be met. */
+  unmeetableMs: 10_000,
+  /** auto target: online samples with no backfill model time in the window, kept this long… */
+  baselineWindowMs: 30_000,
+  /** …and at least this many of them before they make a baseline. */
+  baselineSamples: 20,
+  /** auto target = baseline p99 × this + autoMarginMs (the benchmark's goal, docs/lanes.md). */
+  autoFactor: 1.5,
+  autoMarginMs: 25,
+} as const;
+
+/**
+ * The guard's target: a fixed number of ms (`lanes.onlineLatencyTargetMs: <ms>`), or `auto`: learned
+ * from the online tail while no backfill runs, `untilMeasuredMs` before that is known.
+ */
+export type GuardTarget = number | { auto: true; untilMeasuredMs: number };
+
+/** A change worth one log line: the guard engaged (allowance fell below 1) or released (back at 1). */
+export type GuardTransition = "engaged" | "released" | "unmeetable";
+
+export interface GuardState {
+  /**
+   * How much of the model and the commit cadence the backfill lane may use: 1 = unthrottled,
+   * 0 = paused (no new backfill batches or calls, fetches paused). See `backfillLimits`.
+   */
+  allowance: number;
+  /** Online latency (commit time − request timestamp) at GUARD.quantile over the window; undefined without samples. */
+  estimateMs: number | undefined;
+  /** The target in force (auto: learned; see `GuardTarget`). */
+  targetMs: number;
+  /** The backfill lane's share of the model's busy time over the window (0..1). */
+  backfillShare: number;
+  transition?: GuardTransition;
+}
+
+/**
+ * The SLO guard of the backfill lane (docs/lanes.md): an AIMD controller that keeps the online tail
+ * a reader sees under `lanes.onlineLatencyTargetMs` by making the backfill lane yield. Pure and
+ * per instance (no coordination): every instance on a node sees its own online tail rise when the
+ * node is contended, and each backs off. The processor feeds it online latencies as they commit
+ * and model time per lane, calls `tick` every GUARD.tickMs and applies the allowance.
+ *
+ * - **Decrease** when the tail of online requests that started after the last decrease reaches
+ *   engageAt × target: × (threshold ÷ tail), between ×0.5 and ×0.9. Fresh evidence only, so one
+ *   slow moment is not punished twice. Below GUARD.floor the allowance is 0: the backfill pauses;
+ *   the online lane is never throttled.
+ * - **Increase** (+0.1 per second) when the window's tail is below releaseBelow × target, or there
+ *   is no online traffic, and GUARD.holdMs passed since the last decrease.
+ * - Between the two shares it creeps up slowly (+0.02 per second) to at most 0.9, so a backfill
+ *   held low by one bad moment recovers toward the engage point; only calm releases it fully, so it
+ *   does not cycle between engaged and released under a steady load.
+ * - While online traffic flows and the backfill lane is idle, the allowance waits at
+ *   GUARD.startAllowance: a backfill that starts earns full speed instead of bursting.
+ *
+ * With an `auto` target the guard learns what "alone" means where it runs: the online tail (p99) of
+ * requests that committed while the backfill lane used no model time for a whole window, and aims
+ * at GUARD.autoFactor × that + GUARD.autoMarginMs. A pause is therefore also a measurement: if the
+ * machine got slower for everyone, the calm tail it sees while paused raises the target and the
+ * backfill resumes; the online lane is never what yields.
+ */
+export class BackfillGuard {
+  private allowanceValue = 1;
+  private engaged = false;
+  private lastDecreaseAt = Number.NEGATIVE_INFINITY;
+  private lastTickAt: number | undefined;
+  private pausedSince: number | undefined;
+  private toldUnmeetable = false;
+  private readonly online = new LatencyWindow(GUARD.windowMs);
+  private readonly modelTime: Record<Lane, LatencyWindow> = {
+    online: new LatencyWindow(GUARD.windowMs),
+    backfill: new LatencyWindow(GUARD.windowMs),
+  };
+  /** auto: online samples committed while the backfill lane was idle for a whole window. */
+  private readonly calm = new LatencyWindow(GUARD.baselineWindowMs);
+  private baselineMs: number | undefined;
+  private currentTargetMs: number;
+
+  constructor(private readonly target: GuardTarget) {
+    const ms = typeof target === "number" ? target : target.untilMeasuredMs;
+    if (!(ms > 0)) throw new RangeError(`BackfillGuard: the target must be > 0 ms, got ${ms}`);
+    this.currentTargetMs = ms;
+  }
+
+  /** The target in force now, ms. */
+  get targetMs(): number {
+    return this.currentTargetMs;
+  }
+
+  get allowance(): number {
+    return this.allowanceValue;
+  }
+
+  /** An online request's result committed `latencyMs` after its record timestamp. */
+  observeOnline(nowMs: number, latencyMs: number): void {
+    const ms = Math.max(0, latencyMs);
+    this.online.add(nowMs, ms);
+    if (typeof this.target !== "number" && this.modelTime.backfill.sum(nowMs) === 0) this.calm.add(nowMs, ms);
+  }
+
+  /** The model spent `ms` on a batch of `lane`. */
+  observeModel(nowMs: number, lane: Lane, ms: number): void {
+    this.modelTime[lane].add(nowMs, Math.max(0, ms));
+  }
+
+  tick(nowMs: number): GuardState {
+    const dtMs = this.lastTickAt === undefined ? GUARD.tickMs : Math.max(0, nowMs - this.lastTickAt);
+    this.lastTickAt = nowMs;
+    const before = this.allowanceValue;
+    this.learnTarget(nowMs);
+    const target = this.currentTargetMs;
+    const estimateMs = this.online.quantile(GUARD.quantile, nowMs);
+    const fresh = this.online.quantile(GUARD.quantile, nowMs, this.lastDecreaseAt);
+    const engageMs = GUARD.engageAt * target;
+    const calmed = nowMs - this.lastDecreaseAt >= GUARD.holdMs;
+    const backfillIdle = this.modelTime.backfill.count(nowMs) === 0;
+    const ceiling = backfillIdle && estimateMs !== undefined ? GUARD.startAllowance : 1;
+    let decreased = false;
+    if (
+      fresh !== undefined &&
+      fresh >= engageMs &&
+      this.allowanceValue > 0 &&
+      nowMs - this.lastDecreaseAt >= GUARD.settleMs
+    ) {
+      const factor = Math.min(GUARD.decreaseMax, Math.max(GUARD.decreaseMin, engageMs / fresh));
+      const next = this.allowanceValue * factor;
+      this.allowanceValue = next < GUARD.floor ? 0 : next;
+      this.lastDecreaseAt = nowMs;
+      decreased = true;
+    } else if (
+      (estimateMs === undefined || estimateMs < GUARD.releaseBelow * target) &&
+      calmed &&
+      this.allowanceValue < ceiling
+    ) {
+      const from = this.allowanceValue === 0 ? GUARD.floor : this.allowanceValue;
+      this.allowanceValue = Math.min(ceiling, from + (GUARD.increasePerSecond * dtMs) / 1000);
+    } else if (
+      estimateMs !== undefined &&
+      estimateMs < engageMs &&
+      calmed &&
+      this.allowanceValue < Math.min(GUARD.creepLimit, ceiling)
+    ) {
+      const from = this.allowanceValue === 0 ? GUARD.floor : this.allowanceValue;
+      this.allowanceValue = Math.min(GUARD.creepLimit, ceiling, from + (GUARD.creepPerSecond * dtMs) / 1000);
+    }
+    // Idle backfill beside online traffic: wait at the start allowance (not an engagement).
+    if (this.allowanceValue > ceiling) this.allowanceValue = ceiling;
+    const state: GuardState = {
+      allowance: this.allowanceValue,
+      estimateMs,
+      targetMs: target,
+      backfillShare: this.backfillShare(nowMs),
+    };
+    const transition = this.transition(decreased, nowMs, estimateMs);
+    if (transition !== undefined) state.transition = transition;
+    return state;
+  }
+
+  /** Engaged = decreased for the online tail, until the allowance is back at 1. */
+  private transition(
+    decreased: boolean,
+    nowMs: number,
+    estimateMs: number | undefined,
+  ): GuardTransition | undefined {
+    const now = this.allowanceValue;
+    if (now > 0) {
+      this.pausedSince = undefined;
+      this.toldUnmeetable = false;
+    } else {
+      this.pausedSince ??= nowMs;
+    }
+    if (decreased && !this.engaged) {
+      this.engaged = true;
+      return "engaged";
+    }
+    if (this.engaged && now === 1) {
+      this.engaged = false;
+      return "released";
+    }
+    if (
+      this.pausedSince !== undefined &&
+      !this.toldUnmeetable &&
+      nowMs - this.pausedSince >= GUARD.unmeetableMs &&
+      estimateMs !== undefined &&
+      estimateMs >= this.currentTargetMs
+    ) {
+      this.toldUnmeetable = true;
+      return "unmeetable";
+    }
+    return undefined;
+  }
+
+  /** auto: a baseline from enough calm samples replaces the previous one; the target follows it. */
+  private learnTarget(nowMs: number): void {
+    if (typeof this.target === "number") return;
+    if (this.calm.count(nowMs) >= GUARD.baselineSamples)
+      this.baselineMs = this.calm.quantile(GUARD.quantile, nowMs);
+    if (this.baselineMs !== undefined)
+      this.currentTargetMs = GUARD.autoFactor * this.baselineMs + GUARD.autoMarginMs;
+  }
+
+  private backfillShare(nowMs: number): number {
+    const backfill = this.modelTime.backfill.sum(nowMs);
+    const total = backfill + this.modelTime.online.sum(nowMs);
+    return total > 0 ? backfill / total : 0;
+  }
+}
+
+/** What an allowance means for each of the backfill lane's levers (one home; docs/lanes.md). */
+export interface BackfillLimits {
+  /** Backfill batches in flight at once (LaneBatcher slots); 0 = no new backfill batch forms. */
+  batchSlots: number;
+  /**
+   * Share of each worker's time that backfill ORT calls may take (duty cycle; the pool waits
+   * `call time × (1 − share) ÷ share` before a worker's next backfill call). 1 = no gap.
+   */
+  workerShare: number;
+  /** Backfill calls a worker may hold at once (the one it runs and the next; 1 under the guard). */
+  workerDepth: number;
+  /** Backfill slices' time budget, as a share of `model.backfillSliceMs`. */
+  sliceShare: number;
+  /** Backfill partitions commit every commitIntervalMs ÷ this (at most ×4). */
+  commitShare: number;
+  /** Backfill fetches paused. */
+  fetchPaused: boolean;
+}
+
+export function backfillLimits(allowance: number, maxInFlightBatches: number): BackfillLimits {
+  if (allowance >= 1)
+    return {
+      batchSlots: maxInFlightBatches,
+      workerShare: 1,
+      workerDepth: 2,
+      sliceShare: 1,
+      commitShare: 1,
+      fetchPaused: false,
+    };
+  if (allowance <= 0)
+    return {
+      batchSlots: 0,
+      workerShare: 0,
+      workerDepth: 0,
+      sliceShare: 0,
+      commitShare: 0.25,
+      fetchPaused: true,
+    };
+  return {
+    batchSlots: 1,
+    workerShare: allowance,
+    workerDepth: 1,
+    sliceShare: Math.max(allowance, 0.25),
+    commitShare: Math.max(allowance, 0.25),
+    fetchPaused: false,
+  };
+}
