@@ -145,7 +145,6 @@ export class BackfillGuard {
   tick(nowMs: number): GuardState {
     const dtMs = this.lastTickAt === undefined ? GUARD.tickMs : Math.max(0, nowMs - this.lastTickAt);
     this.lastTickAt = nowMs;
-    const before = this.allowanceValue;
     this.learnTarget(nowMs);
     const target = this.currentTargetMs;
     const estimateMs = this.online.quantile(GUARD.quantile, nowMs);
