@@ -36,6 +36,7 @@ import { RUN_ID_HEADER } from "../src/contracts/lane.js";
 import { encodeRequest } from "../src/contracts/request-codec.js";
 import { SluiceEvents } from "../src/events/sluice-events.js";
 import { fixAbortedTransactionOrder } from "../src/kafka/aborted-transaction-order.js";
+import { RunManifestStore } from "../src/kafka/run-manifest-store.js";
 import { ensureTopics } from "../src/kafka/topic-admin.js";
 import type { ItemOutcome, ModelPort, ModelRunOptions } from "../src/model/model-port.js";
 import { ModelRunner } from "../src/model/model-runner.js";
@@ -176,8 +177,11 @@ async function main(): Promise<void> {
       results: `${base}.results`,
       deadLetters: `${base}.dlq`,
       dedupChangelog: `${base}.dedup`,
+      runs: `${base}.runs`,
       groupId: `${base}-group`,
     };
+    // Backfill transactions carry the run's cost share to the runs topic (docs/observability.md).
+    await new RunManifestStore({ kafka, topic: l.runs, replicationFactor: 1 }).ensureTopic();
     await ensureTopics(kafka, {
       requests: [l.online, l.backfill],
       results: l.results,
@@ -219,6 +223,7 @@ async function main(): Promise<void> {
       resultsTopic: l.results,
       deadLetterTopic: l.deadLetters,
       dedupChangelogBase: l.dedupChangelog,
+      runsTopic: l.runs,
       ...extraOptions,
     });
     await processor.start();

@@ -20,7 +20,8 @@
  *   npm run bench:slo
  *   env: KAFKA_BROKERS; BENCH_SLO_INSTANCES ("1,2"); BENCH_SLO_RATES ("5,10", requests/s);
  *        BENCH_SLO_REPEATS (5); BENCH_SLO_ALONE_SECONDS (15); BENCH_SLO_ROWS (600);
- *        BENCH_SLO_GUARD ("on"; "on,off" adds the unguarded runs); BENCH_SLO_OUTPUT (BENCHMARKS.md; "-" prints)
+ *        BENCH_SLO_GUARD ("on"; "on,off" adds the unguarded runs); BENCH_SLO_REPEATS_OFF (2);
+ *        BENCH_SLO_OUTPUT (BENCHMARKS.md; "-" prints)
  *   smoke: BENCH_SLO_INSTANCES=1 BENCH_SLO_RATES=5 BENCH_SLO_REPEATS=1 BENCH_SLO_ALONE_SECONDS=4 \
  *          BENCH_SLO_ROWS=60 BENCH_SLO_OUTPUT=- npm run bench:slo
  */
@@ -46,6 +47,8 @@ const num = (name: string, fallback: number) => Number(process.env[name] ?? fall
 const INSTANCES = list("BENCH_SLO_INSTANCES", "1,2").map(Number);
 const RATES = list("BENCH_SLO_RATES", "5,10").map(Number);
 const REPEATS = num("BENCH_SLO_REPEATS", 5);
+/** Repeats of the unguarded comparison (lanes.guard false), when BENCH_SLO_GUARD includes off. */
+const REPEATS_OFF = num("BENCH_SLO_REPEATS_OFF", 2);
 const ALONE_SECONDS = num("BENCH_SLO_ALONE_SECONDS", 15);
 const ROWS = num("BENCH_SLO_ROWS", 600);
 const GUARD_MODES = list("BENCH_SLO_GUARD", "on");
@@ -371,7 +374,7 @@ async function main(): Promise<void> {
           log(
             `warm-up: ${(await reader.waitFor("warm-", 15, 60_000)) ? "results arrive" : "NO results in 60 s"}`,
           );
-          for (let r = 0; r < REPEATS; r++) {
+          for (let r = 0; r < (mode === "on" ? REPEATS : REPEATS_OFF); r++) {
             const alone = new Map<number, number[]>();
             for (const rt of RATES) {
               const prefix = `a${r}r${rt}-`;
@@ -508,7 +511,7 @@ function report(
     "## SLO guard: online tail beside a backfill (`npm run bench:slo`)",
     "",
     `Run ${startedAt.toISOString()} on ${machineDescription()}; broker: ${brokerNote}.`,
-    `\`sluice serve\` as separate processes (\`node bin/sluice.js serve\`, default model, \`model.workers: auto\`), ${PARTITIONS} partitions per lane; online open-loop paragraphs (words per text p50 ${percentile(words, 50)}, p90 ${percentile(words, 90)}, p99 ${percentile(words, 99)}); backfills of ${ROWS} paragraphs by \`sluice backfill submit\`; latency = read_committed arrival − broker append time (LogAppendTime on the requests topic). ${REPEATS} repeats per configuration.`,
+    `\`sluice serve\` as separate processes (\`node bin/sluice.js serve\`, default model, \`model.workers: auto\`), ${PARTITIONS} partitions per lane; online open-loop paragraphs (words per text p50 ${percentile(words, 50)}, p90 ${percentile(words, 90)}, p99 ${percentile(words, 99)}); backfills of ${ROWS} paragraphs by \`sluice backfill submit\`; latency = read_committed arrival − broker append time (LogAppendTime on the requests topic). ${REPEATS} repeats per guarded configuration${GUARD_MODES.includes("off") ? `, ${REPEATS_OFF} of the unguarded comparison (\`lanes.guard: false\`)` : ""}.`,
     "Goal per run: online p99 beside ≤ 1.5 × online p99 alone + 25 ms, backfill beside ≥ 0.5 × alone, nothing lost or doubled.",
     "",
     "| guard | instances | online req/s | runs: p99 beside ÷ alone | median | worst | worst run: p99 alone → beside | goal met (runs) | backfill beside ÷ alone: median, worst | lost / doubled |",

@@ -7,6 +7,7 @@ import { modelSettings } from "../../src/config/model-settings.js";
 import { RUN_ID_HEADER } from "../../src/contracts/lane.js";
 import { encodeRequest } from "../../src/contracts/request-codec.js";
 import { type SluiceEventMap, SluiceEvents } from "../../src/events/sluice-events.js";
+import { RunManifestStore } from "../../src/kafka/run-manifest-store.js";
 import { ensureTopics } from "../../src/kafka/topic-admin.js";
 import { ModelRunner } from "../../src/model/model-runner.js";
 import { produceMessages, testKafka, uniqueName } from "../support/kafka-harness.js";
@@ -50,6 +51,9 @@ describe("StreamProcessor SLO guard (real Kafka, tiny classifier)", () => {
     const online = topics.requests[0] as string;
     const backfill = `${base}.backfill`;
     await ensureTopics(kafka, { ...topics, requests: [online, backfill] });
+    // Backfill transactions also carry the run's cost share (docs/observability.md, "Cost").
+    const runsTopic = `${base}.runs`;
+    await new RunManifestStore({ kafka, topic: runsTopic, replicationFactor: 1 }).ensureTopic();
 
     const events = new SluiceEvents();
     const guard: SluiceEventMap["guard.adjusted"][] = [];
@@ -69,6 +73,7 @@ describe("StreamProcessor SLO guard (real Kafka, tiny classifier)", () => {
       events,
       ...layoutOptions(topics),
       backfillTopics: [backfill],
+      runsTopic,
       // No request can be answered in 1 ms: the guard engages and pauses the backfill lane.
       onlineLatencyTargetMs: 1,
       maxBatchSize: 8,
