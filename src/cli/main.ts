@@ -1,6 +1,7 @@
 import { Command } from "commander";
 import { packageVersion } from "../config/project-paths.js";
 import { kafkaFailure } from "../kafka/kafka-failure.js";
+import { ignoreKafkajsNegativeTimeoutWarning } from "../kafka/kafkajs-timeout-warning.js";
 import { isSluiceError } from "../sluice-error.js";
 import * as aclsCommand from "./acls-command.js";
 import * as backfillCommand from "./backfill-command.js";
@@ -14,6 +15,8 @@ import * as planCommand from "./plan-command.js";
 import * as registryCommand from "./registry-command.js";
 import * as serveCommand from "./serve-command.js";
 import * as statusCommand from "./status-command.js";
+
+ignoreKafkajsNegativeTimeoutWarning();
 
 /**
  * The `sluice` command. Each command module exports `register(program: Command): void` and is listed
