@@ -514,7 +514,7 @@ function report(
     `\`sluice serve\` as separate processes (\`node bin/sluice.js serve\`, default model, \`model.workers: auto\`), ${PARTITIONS} partitions per lane; online open-loop paragraphs (words per text p50 ${percentile(words, 50)}, p90 ${percentile(words, 90)}, p99 ${percentile(words, 99)}); backfills of ${ROWS} paragraphs by \`sluice backfill submit\`; latency = read_committed arrival − broker append time (LogAppendTime on the requests topic). ${REPEATS} repeats per guarded configuration${GUARD_MODES.includes("off") ? `, ${REPEATS_OFF} of the unguarded comparison (\`lanes.guard: false\`)` : ""}.`,
     "Goal per run: online p99 beside ≤ 1.5 × online p99 alone + 25 ms, backfill beside ≥ 0.5 × alone, nothing lost or doubled.",
     "",
-    "| guard | instances | online req/s | runs: p99 beside ÷ alone | median | worst | worst run: p99 alone → beside | goal met (runs) | backfill beside ÷ alone: median, worst | lost / doubled |",
+    "| guard | instances | online req/s | runs: p99 beside ÷ alone | median | worst | worst run: p99 alone → beside | p99 goal met (runs) | backfill beside ÷ alone: median, worst | lost / doubled |",
     "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
   ];
   const keys = [...new Set(rows.map((r) => `${r.guard}|${r.instances}|${r.rate}`))];
