@@ -2,7 +2,9 @@ import { hostname } from "node:os";
 import { z } from "zod";
 import { DEFAULT_FRESHNESS_TOPIC } from "../contracts/freshness-heartbeat.js";
 import { positiveInt, topicName } from "./config-fields.js";
+import { costSchema } from "./cost-config-schema.js";
 import { kafkaSchema } from "./kafka-config-schema.js";
+import { lanesSchema } from "./lanes-config-schema.js";
 import { schemaRegistrySchema } from "./schema-registry-config-schema.js";
 
 /**
@@ -273,38 +275,6 @@ export const fallbackSchema = z
   })
   .describe("Fallback answers when the model misses its SLA.");
 
-export const lanesSchema = z
-  .strictObject({
-    guard: z
-      .boolean()
-      .default(true)
-      .describe(
-        "The backfill lane's SLO guard (docs/lanes.md): throttle backfill work while the online tail nears onlineLatencyTargetMs. Only acts with topics.backfill set.",
-      ),
-    onlineLatencyTargetMs: z
-      .union([z.literal("auto"), positiveInt().max(600_000)])
-      .default("auto")
-      .describe(
-        "Online latency a reader should see (commit time − request timestamp, p99 over 3 s), ms; the backfill lane yields when the online tail nears it. auto = 1.5 × the online p99 measured while no backfill runs + 25 ms; batching.maxWaitMs + delivery.commitIntervalMs + 100 (210 with the defaults) until measured.",
-      ),
-  })
-  .describe("How the online and backfill lanes share an instance (docs/lanes.md).");
-
-/**
- * `lanes.onlineLatencyTargetMs: auto` before the guard has measured the online tail without a
- * backfill: what an uncontended online request costs a reader at most (a batch's wait plus a
- * commit interval) plus 100 ms for inference and the commit. Once measured, auto is 1.5 × that
- * tail + 25 ms (src/processor/backfill-guard.ts). The one home of this rule (docs/lanes.md).
- */
-export function onlineLatencyTargetMs(
-  target: number | "auto",
-  settings: { maxWaitMs: number; commitIntervalMs: number },
-): number | { auto: true; untilMeasuredMs: number } {
-  return target === "auto"
-    ? { auto: true, untilMeasuredMs: settings.maxWaitMs + settings.commitIntervalMs + 100 }
-    : target;
-}
-
 export const observabilitySchema = z
   .strictObject({
     metricsHost: z.string().min(1).default("127.0.0.1").describe("Address the metrics/health server binds."),
@@ -357,34 +327,6 @@ export const batchSchema = z
     textField: z.string().min(1).default("text").describe("Input field holding the text."),
   })
   .describe("Offline batch mode.");
-
-export const costSchema = z
-  .strictObject({
-    cpuCoreHour: z
-      .number()
-      .nonnegative()
-      .optional()
-      .describe(
-        "Price of one CPU core (vCPU) for one hour, in cost.currency (e.g. a cloud's on-demand price per vCPU-hour); unset = no money figures.",
-      ),
-    gpuHour: z
-      .number()
-      .nonnegative()
-      .optional()
-      .describe("Price of one GPU for one hour, in cost.currency; used by `sluice plan --gpu`."),
-    currency: z
-      .string()
-      .min(1)
-      .optional()
-      .describe("Currency of the prices (e.g. USD); unset = money fields are absent."),
-    tokens: z
-      .boolean()
-      .default(true)
-      .describe("Also report CPU-seconds (and money) per 1k tokens, beside per 1k items."),
-  })
-  .describe(
-    "What compute costs: prices for money figures in batch manifests, backfill status and `sluice plan`.",
-  );
 
 export const sluiceConfigSchema = z
   .strictObject({

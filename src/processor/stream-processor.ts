@@ -1,4 +1,4 @@
-import { onlineLatencyTargetMs } from "../config/config-schema.js";
+import { onlineLatencyTargetMs } from "../config/lanes-config-schema.js";
 import { RequestDecoder } from "../contracts/request-codec.js";
 import { partitionsByTopic, type TopicPartition, topicPartitionKey } from "../contracts/topic-partition.js";
 import type { CompletionBuilder } from "../delivery/completion-builder.js";

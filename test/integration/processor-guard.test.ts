@@ -7,11 +7,10 @@ import { modelSettings } from "../../src/config/model-settings.js";
 import { RUN_ID_HEADER } from "../../src/contracts/lane.js";
 import { encodeRequest } from "../../src/contracts/request-codec.js";
 import { type SluiceEventMap, SluiceEvents } from "../../src/events/sluice-events.js";
-import { RunManifestStore } from "../../src/kafka/run-manifest-store.js";
-import { ensureTopics } from "../../src/kafka/topic-admin.js";
 import { ModelRunner } from "../../src/model/model-runner.js";
 import { produceMessages, testKafka, uniqueName } from "../support/kafka-harness.js";
-import { layoutOptions, processorLayout } from "../support/processor-layout.js";
+import { lanesLayout } from "../support/lanes-layout.js";
+import { layoutOptions } from "../support/processor-layout.js";
 import { decodeResults, readCommitted } from "../support/serve-process.js";
 import { createTinyModel } from "../support/tiny-onnx.js";
 
@@ -47,13 +46,7 @@ describe("StreamProcessor SLO guard (real Kafka, tiny classifier)", () => {
   it("a forced guard stops backfill commits while online results flow; all complete exactly once on release", async () => {
     const kafka = testKafka();
     const base = uniqueName("guard");
-    const topics = processorLayout(base, { partitions: 1 });
-    const online = topics.requests[0] as string;
-    const backfill = `${base}.backfill`;
-    await ensureTopics(kafka, { ...topics, requests: [online, backfill] });
-    // Backfill transactions also carry the run's cost share (docs/observability.md, "Cost").
-    const runsTopic = `${base}.runs`;
-    await new RunManifestStore({ kafka, topic: runsTopic, replicationFactor: 1 }).ensureTopic();
+    const { topics, online, backfill, runsTopic } = await lanesLayout(kafka, base);
 
     const events = new SluiceEvents();
     const guard: SluiceEventMap["guard.adjusted"][] = [];

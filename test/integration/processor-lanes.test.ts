@@ -9,11 +9,10 @@ import { RUN_ID_HEADER } from "../../src/contracts/lane.js";
 import { encodeRequest } from "../../src/contracts/request-codec.js";
 import { decodeRunCostShare, type RunCostShare } from "../../src/contracts/run-cost-share.js";
 import { SluiceEvents } from "../../src/events/sluice-events.js";
-import { RunManifestStore } from "../../src/kafka/run-manifest-store.js";
-import { ensureTopics } from "../../src/kafka/topic-admin.js";
 import { ModelRunner } from "../../src/model/model-runner.js";
 import { produceMessages, testKafka, uniqueName } from "../support/kafka-harness.js";
-import { layoutOptions, processorLayout } from "../support/processor-layout.js";
+import { lanesLayout } from "../support/lanes-layout.js";
+import { layoutOptions } from "../support/processor-layout.js";
 import { decodeResults, readCommitted } from "../support/serve-process.js";
 import { countOutcomes } from "../support/sluice-events-fixtures.js";
 import { createTinyModel, TINY_POISON_WORD } from "../support/tiny-onnx.js";
@@ -62,12 +61,7 @@ describe("StreamProcessor lanes and fallback (real Kafka, tiny classifier)", () 
     const kafka = testKafka();
     const base = uniqueName("lanes");
     // One partition per topic: the poison request is read before the burst.
-    const topics = processorLayout(base, { partitions: 1 });
-    const online = topics.requests[0] as string;
-    const backfill = `${base}.backfill`;
-    await ensureTopics(kafka, { ...topics, requests: [online, backfill] });
-    const runsTopic = `${base}.runs`;
-    await new RunManifestStore({ kafka, topic: runsTopic, replicationFactor: 1 }).ensureTopic();
+    const { topics, online, backfill, runsTopic } = await lanesLayout(kafka, base);
 
     const rows = 200;
     await produceMessages(
