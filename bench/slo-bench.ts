@@ -10,7 +10,7 @@
  * that. On a saturated shared machine the load generator stalls too; counted from its scheduled send
  * time the same runs read far worse (DESIGN.md §3, "Where a latency clock starts").
  *
- * Per guard mode (lanes.guard on/off), instance count and repeat:
+ * Per variant (below), instance count and repeat:
  *  1. online alone at each rate for BENCH_SLO_ALONE_SECONDS: p50/p99;
  *  2. a backfill alone of BENCH_SLO_ROWS rows: its rate between the 10 % and the 90 % result;
  *  3. per rate, online at that rate beside a backfill of BENCH_SLO_ROWS rows submitted 2 s in: the
@@ -19,8 +19,11 @@
  *
  *   npm run bench:slo
  *   env: KAFKA_BROKERS; BENCH_SLO_INSTANCES ("1,2"); BENCH_SLO_RATES ("5,10", requests/s);
- *        BENCH_SLO_REPEATS (5); BENCH_SLO_ALONE_SECONDS (15); BENCH_SLO_ROWS (600);
- *        BENCH_SLO_GUARD ("on"; "on,off" adds the unguarded runs); BENCH_SLO_REPEATS_OFF (2);
+ *        BENCH_SLO_REPEATS (5); BENCH_SLO_ALONE_SECONDS (30); BENCH_SLO_ROWS (1500);
+ *        BENCH_SLO_VARIANTS ("nice"; the first gets BENCH_SLO_REPEATS, the others
+ *        BENCH_SLO_REPEATS_OTHER (2), side by side in the same run): nice = the defaults (guard on,
+ *        backfill workers at nice 10), shared = guard on, model.backfillWorkers 0 (backfill calls
+ *        share the online workers), off = lanes.guard false and shared workers;
  *        BENCH_SLO_OUTPUT (BENCHMARKS.md; "-" prints)
  *   smoke: BENCH_SLO_INSTANCES=1 BENCH_SLO_RATES=5 BENCH_SLO_REPEATS=1 BENCH_SLO_ALONE_SECONDS=4 \
  *          BENCH_SLO_ROWS=60 BENCH_SLO_OUTPUT=- npm run bench:slo
@@ -47,11 +50,24 @@ const num = (name: string, fallback: number) => Number(process.env[name] ?? fall
 const INSTANCES = list("BENCH_SLO_INSTANCES", "1,2").map(Number);
 const RATES = list("BENCH_SLO_RATES", "5,10").map(Number);
 const REPEATS = num("BENCH_SLO_REPEATS", 5);
-/** Repeats of the unguarded comparison (lanes.guard false), when BENCH_SLO_GUARD includes off. */
-const REPEATS_OFF = num("BENCH_SLO_REPEATS_OFF", 2);
-const ALONE_SECONDS = num("BENCH_SLO_ALONE_SECONDS", 15);
-const ROWS = num("BENCH_SLO_ROWS", 600);
-const GUARD_MODES = list("BENCH_SLO_GUARD", "on");
+/** Repeats of the comparison variants (all but the first). */
+const REPEATS_OTHER = num("BENCH_SLO_REPEATS_OTHER", 2);
+const ALONE_SECONDS = num("BENCH_SLO_ALONE_SECONDS", 30);
+const ROWS = num("BENCH_SLO_ROWS", 1500);
+/** What each variant sets on the served instances. */
+const VARIANT_SETTINGS: Record<string, { guard: boolean; backfillWorkers: string; label: string }> = {
+  nice: { guard: true, backfillWorkers: "auto", label: "defaults: guard on, backfill workers at nice 10" },
+  shared: {
+    guard: true,
+    backfillWorkers: "0",
+    label: "guard on, `model.backfillWorkers: 0` (shared workers)",
+  },
+  off: { guard: false, backfillWorkers: "0", label: "`lanes.guard: false`, shared workers" },
+};
+const VARIANTS = list("BENCH_SLO_VARIANTS", "nice");
+for (const v of VARIANTS)
+  if (!(v in VARIANT_SETTINGS))
+    throw new Error(`BENCH_SLO_VARIANTS: unknown ${v}; use ${Object.keys(VARIANT_SETTINGS).join(", ")}`);
 const OUTPUT = process.env.BENCH_SLO_OUTPUT ?? "";
 const PARTITIONS = 4;
 
@@ -290,7 +306,7 @@ function submit(configPath: string, file: string, runId: string): Promise<void> 
 }
 
 interface RunRow {
-  guard: string;
+  variant: string;
   instances: number;
   rate: number;
   repeat: number;
@@ -321,7 +337,8 @@ async function main(): Promise<void> {
   const rows: RunRow[] = [];
   const guardLines: Record<string, { engaged: number; released: number }> = {};
   try {
-    for (const mode of GUARD_MODES) {
+    for (const [variantIndex, mode] of VARIANTS.entries()) {
+      const variant = VARIANT_SETTINGS[mode] as (typeof VARIANT_SETTINGS)[string];
       for (const n of INSTANCES) {
         const base = `slo-${runTag}-${mode}-${n}`;
         const requests = `${base}.requests`;
@@ -354,11 +371,13 @@ async function main(): Promise<void> {
             `  runs: ${base}.runs`,
             "consumer:",
             `  groupId: ${base}`,
+            "model:",
+            `  backfillWorkers: ${variant.backfillWorkers}`,
             "",
           ].join("\n"),
         );
-        log(`guard ${mode}, ${n} instance(s): starting sluice serve`);
-        const serving = await startServing(configPath, n, mode === "on", dir);
+        log(`${mode} (${variant.label}), ${n} instance(s): starting sluice serve`);
+        const serving = await startServing(configPath, n, variant.guard, dir);
         const reader = new ResultReader(kafka, [results, backfillResults]);
         await reader.start();
         try {
@@ -374,7 +393,7 @@ async function main(): Promise<void> {
           log(
             `warm-up: ${(await reader.waitFor("warm-", 15, 60_000)) ? "results arrive" : "NO results in 60 s"}`,
           );
-          for (let r = 0; r < (mode === "on" ? REPEATS : REPEATS_OFF); r++) {
+          for (let r = 0; r < (variantIndex === 0 ? REPEATS : REPEATS_OTHER); r++) {
             const alone = new Map<number, number[]>();
             for (const rt of RATES) {
               const prefix = `a${r}r${rt}-`;
@@ -456,7 +475,7 @@ async function main(): Promise<void> {
               });
               const aloneLat = alone.get(rt) ?? [];
               const row: RunRow = {
-                guard: mode,
+                variant: mode,
                 instances: n,
                 rate: rt,
                 repeat: r + 1,
@@ -472,7 +491,7 @@ async function main(): Promise<void> {
               };
               rows.push(row);
               log(
-                `guard ${mode} n=${n} rate=${rt} #${r + 1}: online p99 alone ${row.aloneP99.toFixed(0)} ms, beside ${row.besideP99.toFixed(0)} ms (×${(row.besideP99 / row.aloneP99).toFixed(2)}); backfill ${row.backfillBeside.toFixed(1)}/${row.backfillAlone.toFixed(1)} rows/s; lost ${lost}, doubled ${doubled}; beside p99 intake/queue/inference/commit ${besideParts} ms`,
+                `${mode} n=${n} rate=${rt} #${r + 1}: online p99 alone ${row.aloneP99.toFixed(0)} ms, beside ${row.besideP99.toFixed(0)} ms (×${(row.besideP99 / row.aloneP99).toFixed(2)}); backfill ${row.backfillBeside.toFixed(1)}/${row.backfillAlone.toFixed(1)} rows/s; lost ${lost}, doubled ${doubled}; beside p99 intake/queue/inference/commit ${besideParts} ms`,
               );
             }
           }
@@ -511,15 +530,16 @@ function report(
     "## SLO guard: online tail beside a backfill (`npm run bench:slo`)",
     "",
     `Run ${startedAt.toISOString()} on ${machineDescription()}; broker: ${brokerNote}.`,
-    `\`sluice serve\` as separate processes (\`node bin/sluice.js serve\`, default model, \`model.workers: auto\`), ${PARTITIONS} partitions per lane; online open-loop paragraphs (words per text p50 ${percentile(words, 50)}, p90 ${percentile(words, 90)}, p99 ${percentile(words, 99)}); backfills of ${ROWS} paragraphs by \`sluice backfill submit\`; latency = read_committed arrival − broker append time (LogAppendTime on the requests topic). ${REPEATS} repeats per guarded configuration${GUARD_MODES.includes("off") ? `, ${REPEATS_OFF} of the unguarded comparison (\`lanes.guard: false\`)` : ""}.`,
+    `\`sluice serve\` as separate processes (\`node bin/sluice.js serve\`, default model, \`model.workers: auto\`), ${PARTITIONS} partitions per lane; online open-loop paragraphs (words per text p50 ${percentile(words, 50)}, p90 ${percentile(words, 90)}, p99 ${percentile(words, 99)}) for ${ALONE_SECONDS} s alone per rate; backfills of ${ROWS} paragraphs by \`sluice backfill submit\`; latency = read_committed arrival − broker append time (LogAppendTime on the requests topic).`,
+    `Variants, side by side in this run: ${VARIANTS.map((v, i) => `**${v}** = ${VARIANT_SETTINGS[v]?.label} (${i === 0 ? REPEATS : REPEATS_OTHER} repeats)`).join("; ")}.`,
     "Goal per run: online p99 beside ≤ 1.5 × online p99 alone + 25 ms, backfill beside ≥ 0.5 × alone, nothing lost or doubled.",
     "",
-    "| guard | instances | online req/s | runs: p99 beside ÷ alone | median | worst | worst run: p99 alone → beside | p99 goal met (runs) | backfill beside ÷ alone: median, worst | lost / doubled |",
+    "| variant | instances | online req/s | runs: p99 beside ÷ alone | median | worst | worst run: p99 alone → beside | p99 goal met (runs) | backfill beside ÷ alone: median, worst | lost / doubled |",
     "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
   ];
-  const keys = [...new Set(rows.map((r) => `${r.guard}|${r.instances}|${r.rate}`))];
+  const keys = [...new Set(rows.map((r) => `${r.variant}|${r.instances}|${r.rate}`))];
   for (const key of keys) {
-    const group = rows.filter((r) => `${r.guard}|${r.instances}|${r.rate}` === key);
+    const group = rows.filter((r) => `${r.variant}|${r.instances}|${r.rate}` === key);
     const first = group[0] as RunRow;
     const ratios = group.map((r) => r.besideP99 / r.aloneP99);
     const worst = group.reduce((a, b) =>
@@ -527,19 +547,19 @@ function report(
     );
     const bfRatios = group.map((r) => r.backfillBeside / r.backfillAlone);
     lines.push(
-      `| ${first.guard} | ${first.instances} | ${first.rate} | ${ratios.map((x) => `×${x.toFixed(2)}`).join(", ")} | ×${median(ratios).toFixed(2)} | ×${Math.max(...ratios).toFixed(2)} | ${worst.aloneP99.toFixed(0)} → ${worst.besideP99.toFixed(0)} ms | ${group.filter(goal).length}/${group.length} | ${median(bfRatios).toFixed(2)}, ${Math.min(...bfRatios).toFixed(2)} | ${group.reduce((s, r) => s + r.lost, 0)} / ${group.reduce((s, r) => s + r.doubled, 0)} |`,
+      `| ${first.variant} | ${first.instances} | ${first.rate} | ${ratios.map((x) => `×${x.toFixed(2)}`).join(", ")} | ×${median(ratios).toFixed(2)} | ×${Math.max(...ratios).toFixed(2)} | ${worst.aloneP99.toFixed(0)} → ${worst.besideP99.toFixed(0)} ms | ${group.filter(goal).length}/${group.length} | ${median(bfRatios).toFixed(2)}, ${Math.min(...bfRatios).toFixed(2)} | ${group.reduce((s, r) => s + r.lost, 0)} / ${group.reduce((s, r) => s + r.doubled, 0)} |`,
     );
   }
   lines.push(
     "",
-    "Every run (ms; backfill rows/s):",
+    "Every run (ms; backfill rows/s; the breakdown is each part's own p99 from the results' `timing`, so the parts do not add up to the total):",
     "",
-    "| guard | n | rate | # | alone p50 / p99 | beside p50 / p99 | backfill alone → beside |",
-    "| --- | --- | --- | --- | --- | --- | --- |",
+    "| variant | n | rate | # | alone p50 / p99 | beside p50 / p99 | beside p99: intake / queue / inference / commit | backfill alone → beside |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- |",
   );
   for (const r of rows)
     lines.push(
-      `| ${r.guard} | ${r.instances} | ${r.rate} | ${r.repeat} | ${r.aloneP50.toFixed(0)} / ${r.aloneP99.toFixed(0)} | ${r.besideP50.toFixed(0)} / ${r.besideP99.toFixed(0)} | ${r.besideParts} | ${r.backfillAlone.toFixed(1)} → ${r.backfillBeside.toFixed(1)} |`,
+      `| ${r.variant} | ${r.instances} | ${r.rate} | ${r.repeat} | ${r.aloneP50.toFixed(0)} / ${r.aloneP99.toFixed(0)} | ${r.besideP50.toFixed(0)} / ${r.besideP99.toFixed(0)} | ${r.besideParts} | ${r.backfillAlone.toFixed(1)} → ${r.backfillBeside.toFixed(1)} |`,
     );
   lines.push(
     "",

@@ -137,6 +137,7 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
     name: model.identity.name,
     version: model.identity.version,
     task: model.task,
+    ...(model.workers ? { workers: model.workers } : {}),
   });
 
   // A start-up failure after the model loaded must release it: its worker threads would keep the

@@ -231,6 +231,21 @@ export const modelSchema = z
       .describe(
         "Let onnxruntime's pool threads spin-wait between calls (lower latency, burns CPU that Kafka I/O needs on small machines).",
       ),
+    backfillWorkers: z
+      .union([z.literal("auto"), z.number().int().min(0).max(64)])
+      .default("auto")
+      .describe(
+        "Worker threads that run only backfill-lane calls, at the lower CPU priority model.backfillNice, so an online call never waits behind a backfill call and gets the CPU first: a number (0..64; 0 = backfill calls share the online workers, limited by the SLO guard alone), or auto = as many as model.workers when the instance has a backfill lane (topics.backfill), else 0. Each is one more model session in memory (docs/lanes.md).",
+      ),
+    backfillNice: z
+      .number()
+      .int()
+      .min(0)
+      .max(19)
+      .default(10)
+      .describe(
+        "How many nice steps the backfill workers' threads run below the rest of the process (0..19, capped at nice 19; Linux): when both want a core, the kernel gives a thread about 9× the CPU of one 10 steps lower, across the processes that share a CPU cgroup (several instances in one pod or on one host). 0 = same priority (docs/lanes.md).",
+      ),
     backfillSliceRows: positiveInt()
       .max(4096)
       .default(4)

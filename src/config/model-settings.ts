@@ -17,6 +17,8 @@ export type ModelSettings = Omit<SluiceConfig["model"], "path" | "tokenizerPath"
   bucketing: boolean;
   /** `batching.maxBatchSize`: most rows one tensor request may carry (model.task tensor). */
   maxRequestRows: number;
+  /** The instance runs a backfill lane (`topics.backfill` set): `model.backfillWorkers: auto` starts backfill workers. */
+  backfillLane: boolean;
 };
 
 /** Any `model` key (as a config file would give it) and `bucketing` may be left out; the files may not. */
@@ -25,6 +27,7 @@ export type ModelSettingsInput = Omit<z.input<typeof modelSchema>, "path" | "tok
   tokenizerPath: string;
   bucketing?: boolean;
   maxRequestRows?: number;
+  backfillLane?: boolean;
 };
 
 const settingsSchema = z.strictObject({
@@ -41,7 +44,7 @@ const settingsSchema = z.strictObject({
  * configuration instead (`modelRunnerOptionsFromConfig`). Throws `CONFIG_INVALID` naming the key.
  */
 export function modelSettings(input: ModelSettingsInput): ModelSettings {
-  const { modelPath, tokenizerPath, bucketing, maxRequestRows, ...model } = input;
+  const { modelPath, tokenizerPath, bucketing, maxRequestRows, backfillLane, ...model } = input;
   const batchingGiven = {
     ...(bucketing === undefined ? {} : { bucketing }),
     ...(maxRequestRows === undefined ? {} : { maxBatchSize: maxRequestRows }),
@@ -52,5 +55,11 @@ export function modelSettings(input: ModelSettingsInput): ModelSettings {
     throw new SluiceError("CONFIG_INVALID", formatIssues(parsed.error.issues, given, new Map()));
   }
   const { model: resolved, batching, ...files } = parsed.data;
-  return { ...resolved, ...files, bucketing: batching.bucketing, maxRequestRows: batching.maxBatchSize };
+  return {
+    ...resolved,
+    ...files,
+    bucketing: batching.bucketing,
+    maxRequestRows: batching.maxBatchSize,
+    backfillLane: backfillLane ?? false,
+  };
 }

@@ -65,7 +65,12 @@ export interface SluiceEventMap {
   "consumer.paused": { reason: string; lanes?: Lane[] };
   /** `lanes`: which lanes' partitions were resumed (absent: all). */
   "consumer.resumed": { lanes?: Lane[] };
-  "model.loaded": { name: string; version: string; task: string };
+  "model.loaded": {
+    name: string;
+    version: string;
+    task: string;
+    workers?: { online: number; backfill: number; backfillNice?: number };
+  };
   /**
    * One per micro-batch after inference (the batch log's line). Request ids are hashed before they
    * are logged; text never travels on the bus.

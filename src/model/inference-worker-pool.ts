@@ -5,6 +5,8 @@ import { Worker } from "node:worker_threads";
 import type { ModelSettings } from "../config/model-settings.js";
 import type { Lane } from "../contracts/lane.js";
 import { SluiceError } from "../sluice-error.js";
+import type { ModelWorkers } from "./model-port.js";
+import { resolveBackfillWorkerCount, resolveWorkerCount } from "./worker-count.js";
 import {
   type TensorInfo,
   transferablesOf,
@@ -26,7 +28,18 @@ export function workerInitOf(o: ModelSettings): WorkerInit {
     task: o.task,
     pooling: o.pooling,
     normalize: o.normalize,
+    nice: 0,
   };
+}
+
+/**
+ * Workers that run only backfill calls, at a lower CPU priority (docs/lanes.md, "Backfill workers").
+ * With none, backfill calls share the online workers.
+ */
+export interface BackfillWorkerPlan {
+  workers: number;
+  /** Nice steps below the process. */
+  nice: number;
 }
 
 type WorkerHelloReady = Extract<WorkerHello, { type: "ready" }>;
@@ -59,6 +72,8 @@ type Pending =
 
 interface Slot {
   worker: Worker;
+  /** `online`: takes online calls (and backfill calls when the pool has no backfill workers); `backfill`: backfill calls only. */
+  role: "online" | "backfill";
   /** Jobs posted to the worker and not answered yet, by job id, in posting order (the worker runs them in turn). */
   inFlight: Map<number, Pending>;
   /** Resolves the close() wait once `inFlight` is empty. */
@@ -175,25 +190,61 @@ export class InferenceWorkerPool {
   private nextJobId = 1;
   private closing: Promise<void> | null = null;
   private backfill: BackfillWorkerLimits = { workerShare: 1, workerDepth: JOBS_PER_WORKER };
+  /** Backfill workers wanted; 0 = backfill calls share the online workers. */
+  private backfillWorkers: number;
   /** A dispatch scheduled for when a worker's backfill gap ends. */
   private gapTimer: ReturnType<typeof setTimeout> | undefined;
+
+  /** Nice value of the backfill workers' threads as the kernel reports it; undefined without backfill workers. */
+  backfillNice: number | undefined;
 
   private constructor(
     private readonly init: WorkerInit,
     hello: Extract<WorkerHello, { type: "ready" }>,
+    private readonly backfillPlan: BackfillWorkerPlan,
   ) {
     this.inputs = hello.inputs;
     this.outputs = hello.outputs;
     this.cpuSource = hello.cpuSource;
+    this.backfillWorkers = backfillPlan.workers;
   }
 
-  static async start(init: WorkerInit, workers: number): Promise<InferenceWorkerPool> {
+  /** The pool a model's settings ask for: `model.workers`, `model.backfillWorkers`, `model.backfillNice`. */
+  static startFor(o: ModelSettings): Promise<InferenceWorkerPool> {
+    const workers = resolveWorkerCount(o.workers);
+    return InferenceWorkerPool.start(workerInitOf(o), workers, {
+      workers: resolveBackfillWorkerCount(o.backfillWorkers, workers, o.backfillLane),
+      nice: o.backfillNice,
+    });
+  }
+
+  static async start(
+    init: WorkerInit,
+    workers: number,
+    backfill: BackfillWorkerPlan = { workers: 0, nice: 0 },
+  ): Promise<InferenceWorkerPool> {
     const first = await spawn(init);
-    const pool = new InferenceWorkerPool(init, first.hello);
-    pool.adopt(first.worker);
+    const pool = new InferenceWorkerPool(init, first.hello, backfill);
+    pool.adopt(first.worker, "online");
     try {
       const rest = await Promise.all(Array.from({ length: workers - 1 }, () => spawn(init)));
-      for (const r of rest) pool.adopt(r.worker);
+      for (const r of rest) pool.adopt(r.worker, "online");
+      const backfillInit = pool.backfillInit();
+      const backfillWorkers = await Promise.all(
+        Array.from({ length: backfill.workers }, () =>
+          spawn(backfillInit).catch((error: unknown) => {
+            throw new SluiceError(
+              "MODEL_LOAD_FAILED",
+              `could not start the ${backfill.workers} backfill worker(s) (model.backfillWorkers): ${error instanceof Error ? error.message : String(error)}; set model.backfillWorkers: 0 to run backfill calls on the online workers`,
+              { cause: error },
+            );
+          }),
+        ),
+      );
+      for (const r of backfillWorkers) {
+        pool.backfillNice = r.hello.nice;
+        pool.adopt(r.worker, "backfill");
+      }
     } catch (error) {
       await pool.close();
       throw error;
@@ -201,8 +252,18 @@ export class InferenceWorkerPool {
     return pool;
   }
 
-  get size(): number {
-    return this.slots.length;
+  /** Workers by role. */
+  get size(): ModelWorkers {
+    const backfill = this.slots.filter((s) => s.role === "backfill").length;
+    return {
+      online: this.slots.length - backfill,
+      backfill,
+      ...(backfill > 0 && this.backfillNice !== undefined ? { backfillNice: this.backfillNice } : {}),
+    };
+  }
+
+  private backfillInit(): WorkerInit {
+    return { ...this.init, nice: this.backfillPlan.nice };
   }
 
   /** Queues one ORT call; `lane` backfill runs only while no online call waits. */
@@ -263,9 +324,10 @@ export class InferenceWorkerPool {
     return this.closing;
   }
 
-  private adopt(worker: Worker): void {
+  private adopt(worker: Worker, role: Slot["role"]): void {
     const slot: Slot = {
       worker,
+      role,
       inFlight: new Map(),
       drained: null,
       backfillInFlight: 0,
@@ -311,20 +373,25 @@ export class InferenceWorkerPool {
       }
       slot.inFlight.clear();
       slot.backfillInFlight = 0;
-      if (this.closing === null) void this.replace();
+      if (this.closing === null) void this.replace(role);
     });
     this.dispatch();
   }
 
-  private async replace(): Promise<void> {
+  private async replace(role: Slot["role"]): Promise<void> {
     try {
-      const { worker } = await spawn(this.init);
+      const { worker } = await spawn(role === "backfill" ? this.backfillInit() : this.init);
       if (this.closing !== null) {
         await worker.terminate();
         return;
       }
-      this.adopt(worker);
+      this.adopt(worker, role);
     } catch (error) {
+      // No backfill worker left: backfill calls fall back to the online workers (and the guard).
+      if (role === "backfill" && !this.slots.some((s) => s.role === "backfill")) {
+        this.backfillWorkers = 0;
+        this.dispatch();
+      }
       if (this.slots.length === 0) {
         const pending = this.queue.drain();
         for (const p of pending) {
@@ -336,8 +403,9 @@ export class InferenceWorkerPool {
 
   /**
    * Idle workers get a job first, then each worker its next one (up to JOBS_PER_WORKER). Online
-   * jobs first; a backfill job only within the guard's limits: depth, and the worker's gap after its
-   * last backfill call (its duty cycle).
+   * jobs go to online workers only. Backfill jobs go to the backfill workers, or, when the pool has
+   * none, to online workers with no online job waiting; either way only within the guard's limits:
+   * depth, and the worker's gap after its last backfill call (its duty cycle).
    */
   private dispatch(): void {
     const now = performance.now();
@@ -345,9 +413,10 @@ export class InferenceWorkerPool {
     for (let depth = 1; depth <= JOBS_PER_WORKER; depth++) {
       for (const slot of this.slots) {
         if (slot.inFlight.size >= depth) continue;
-        let pending = this.queue.take("online");
+        let pending = slot.role === "online" ? this.queue.take("online") : undefined;
         if (
           pending === undefined &&
+          (slot.role === "backfill" || this.backfillWorkers === 0) &&
           this.queue.has("backfill") &&
           slot.backfillInFlight < this.backfill.workerDepth
         ) {

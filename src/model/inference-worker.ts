@@ -3,6 +3,7 @@
  * native code (DESIGN.md §3). Inputs arrive and outputs leave as transferred typed arrays (no copies).
  * Post-processing (pooling, softmax) happens here too, so only [rows, dim] floats cross back.
  */
+import { getPriority, setPriority } from "node:os";
 import { parentPort, threadId, workerData } from "node:worker_threads";
 import * as ort from "onnxruntime-node";
 import { softmaxRows } from "./tasks/classification-task.js";
@@ -20,6 +21,10 @@ import {
 
 const init = workerData as WorkerInit;
 const port = parentPort!;
+// Before the session: ORT's pool threads inherit this thread's nice value (docs/lanes.md, "Backfill
+// workers"). On Linux the nice value is per thread, so this lowers only this worker; elsewhere
+// setpriority(0) would lower the whole process, so it is left alone.
+const nice = lowerPriority(init.nice);
 // Before the session: its ORT pool threads inherit this thread's name (thread-cpu-clock.ts).
 const cpuClock = ThreadCpuClock.start({ intraOpThreads: init.intraOpThreads, workerId: threadId });
 
@@ -54,6 +59,7 @@ async function main(): Promise<void> {
     inputs: meta(session.inputMetadata),
     outputs: meta(session.outputMetadata),
     cpuSource: cpuClock.source,
+    nice,
   });
 
   // One call at a time, in arrival order (the pool posts up to two): `session.run()` yields before its
@@ -116,6 +122,22 @@ async function run(session: ort.InferenceSession, request: WorkerRunRequest): Pr
     runMs: performance.now() - started,
     cpuMs: cpuClock.chargeCall(cpuStarted),
   };
+}
+
+/**
+ * Lowers this thread's priority by `steps` nice steps below the process's (Linux only) and returns
+ * the nice value the kernel then reports.
+ */
+function lowerPriority(steps: number): number {
+  if (process.platform !== "linux") return 0;
+  try {
+    const base = getPriority(0);
+    if (steps > 0) setPriority(0, Math.min(19, base + steps));
+    return getPriority(0);
+  } catch {
+    // Not permitted here (a seccomp profile): the worker runs at the process's priority; `nice` says so.
+    return 0;
+  }
 }
 
 function post(reply: WorkerReply | WorkerHello): void {

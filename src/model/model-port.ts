@@ -41,6 +41,15 @@ export interface TensorValidationFailure {
   context: Record<string, string>;
 }
 
+/** A model's inference worker threads by lane (docs/lanes.md, "Backfill workers"). */
+export interface ModelWorkers {
+  online: number;
+  /** Workers that run only backfill calls; 0 = backfill calls share the online workers. */
+  backfill: number;
+  /** The backfill workers' nice value as the kernel reports it (Linux); absent without backfill workers. */
+  backfillNice?: number;
+}
+
 export interface ModelCallStats {
   /** Wall time of the whole batch inside the runner (tokenize + pad + ORT run + postprocess). */
   inferenceMs: number;
@@ -83,6 +92,8 @@ export interface ModelPort {
   readonly tokenizerHash?: string;
   /** How `ModelCallStats.cpuMs` is measured (src/model/thread-cpu-clock.ts); absent when it is not. */
   readonly cpuSource?: ThreadCpuSource;
+  /** The inference worker threads; absent for models that run none (the no-op model). */
+  readonly workers?: ModelWorkers;
   /** Token count after truncation, used by token-bounded batching. Cheap; runs on the caller's thread. */
   countTokens(text: string): number;
   /** Runs one batch; outcomes come back in input order, one per item. Never rejects for one bad item. */

@@ -22,10 +22,11 @@ const CONFIG_SETTINGS: ModelFileSettings = {
  * `ModelRunner` settings, used by every command that runs a model: `serve`, `batch`, backfill,
  * `plan --measure`, `infer`, `model info` (their flags are configuration overrides) and the benches.
  * Every `model` key passes through unchanged except `path`/`tokenizerPath`, which become the resolved
- * files; with no `model.path`, the default model is fetched (or found in `models/`).
+ * files; with no `model.path`, the default model is fetched (or found in `models/`). `backfillLane`
+ * comes from `topics.backfill` (serve's lanes).
  */
 export async function modelRunnerOptionsFromConfig(
-  config: Pick<SluiceConfig, "model" | "batching">,
+  config: Pick<SluiceConfig, "model" | "batching"> & { topics?: Pick<SluiceConfig["topics"], "backfill"> },
   log: (line: string) => void,
   from: ModelFilesFrom = {},
 ): Promise<ModelSettings> {
@@ -50,6 +51,7 @@ export async function modelRunnerOptionsFromConfig(
     ...files,
     bucketing: config.batching.bucketing,
     maxRequestRows: config.batching.maxBatchSize,
+    backfillLane: (config.topics?.backfill.length ?? 0) > 0,
   };
 }
 

@@ -4,7 +4,7 @@ import type { ModelIdentity } from "../contracts/inference.js";
 import type { Lane } from "../contracts/lane.js";
 import { SluiceError } from "../sluice-error.js";
 import { padSequences, planSubBatches, sliceSubBatches } from "./batch-planner.js";
-import { InferenceWorkerPool, workerInitOf } from "./inference-worker-pool.js";
+import { InferenceWorkerPool } from "./inference-worker-pool.js";
 import type { ModelDescription } from "./model-description.js";
 import { fingerprintModel, type ModelFingerprint } from "./model-fingerprint.js";
 import type {
@@ -14,6 +14,7 @@ import type {
   ModelPort,
   ModelRunOptions,
   ModelTask,
+  ModelWorkers,
 } from "./model-port.js";
 import { type OnnxSummary, readOnnxSummary } from "./onnx-metadata.js";
 import { applyOnnxruntimeTelemetry } from "./onnxruntime-telemetry.js";
@@ -21,7 +22,6 @@ import { classificationOutput, labelsFromMetadata } from "./tasks/classification
 import { embeddingOutput } from "./tasks/embedding-task.js";
 import { TextTokenizer } from "./text-tokenizer.js";
 import type { ThreadCpuSource } from "./thread-cpu-clock.js";
-import { resolveWorkerCount } from "./worker-count.js";
 import type { FeedNames } from "./worker-protocol.js";
 
 interface TokenizedItem {
@@ -91,7 +91,7 @@ export class ModelRunner implements ModelPort {
     }
     // Before the first worker loads onnxruntime: it reads the switch when its environment is created.
     applyOnnxruntimeTelemetry(o.onnxruntimeTelemetry);
-    const pool = await InferenceWorkerPool.start(workerInitOf(o), resolveWorkerCount(o.workers));
+    const pool = await InferenceWorkerPool.startFor(o);
     try {
       const description = describe(o, pool, fingerprint, summary);
       const runner = new ModelRunner(o, tokenizer, pool, description);
@@ -104,6 +104,10 @@ export class ModelRunner implements ModelPort {
 
   get cpuSource(): ThreadCpuSource {
     return this.pool.cpuSource;
+  }
+
+  get workers(): ModelWorkers {
+    return this.pool.size;
   }
 
   countTokens(text: string): number {

@@ -3,7 +3,7 @@ import type { ModelSettings } from "../config/model-settings.js";
 import type { ModelIdentity } from "../contracts/inference.js";
 import type { Lane } from "../contracts/lane.js";
 import { SluiceError } from "../sluice-error.js";
-import { InferenceWorkerPool, workerInitOf } from "./inference-worker-pool.js";
+import { InferenceWorkerPool } from "./inference-worker-pool.js";
 import { fingerprintModel } from "./model-fingerprint.js";
 import type {
   BackfillModelLimits,
@@ -11,13 +11,13 @@ import type {
   ModelCallStats,
   ModelPort,
   ModelRunOptions,
+  ModelWorkers,
 } from "./model-port.js";
 import { readOnnxSummary } from "./onnx-metadata.js";
 import { applyOnnxruntimeTelemetry } from "./onnxruntime-telemetry.js";
 import { type RowRequest, splitOutputs, stackFeeds, stackGroups } from "./tensor-batch.js";
 import { checkRequest, readTensorSignature, type TensorSignature } from "./tensor-signature.js";
 import type { ThreadCpuSource } from "./thread-cpu-clock.js";
-import { resolveWorkerCount } from "./worker-count.js";
 
 /** What a loaded tensor model is: `TensorModelRunner.description`, printed by `sluice model info`. */
 export interface TensorModelDescription {
@@ -57,6 +57,10 @@ export class TensorModelRunner implements ModelPort {
     return this.pool.cpuSource;
   }
 
+  get workers(): ModelWorkers {
+    return this.pool.size;
+  }
+
   static async create(o: ModelSettings): Promise<TensorModelRunner> {
     let modelBytes: Buffer;
     try {
@@ -74,7 +78,7 @@ export class TensorModelRunner implements ModelPort {
     }
     const fingerprint = fingerprintModel(modelBytes, new Uint8Array());
     applyOnnxruntimeTelemetry(o.onnxruntimeTelemetry);
-    const pool = await InferenceWorkerPool.start(workerInitOf(o), resolveWorkerCount(o.workers));
+    const pool = await InferenceWorkerPool.startFor(o);
     try {
       const batchDependent = opTypes.has("DynamicQuantizeLinear");
       const description: TensorModelDescription = {

@@ -13,3 +13,17 @@ export function resolveWorkerCount(workers: WorkerCount, cores = cpuLimit().core
   if (workers !== "auto") return workers;
   return Math.max(1, cores - 1);
 }
+
+/**
+ * The one home of `model.backfillWorkers: auto` (docs/lanes.md, "Backfill workers"): as many
+ * backfill workers as online ones when the instance has a backfill lane, else none. 0 = backfill
+ * calls share the online workers.
+ */
+export function resolveBackfillWorkerCount(
+  backfillWorkers: WorkerCount,
+  onlineWorkers: number,
+  backfillLane: boolean,
+): number {
+  if (backfillWorkers !== "auto") return backfillWorkers;
+  return backfillLane ? onlineWorkers : 0;
+}

@@ -11,6 +11,8 @@ export interface WorkerInit {
   task: ModelTask;
   pooling: Pooling;
   normalize: boolean;
+  /** Nice steps the worker lowers its own thread by before its ORT session exists (0 = unchanged; Linux). */
+  nice: number;
 }
 
 export interface FeedNames {
@@ -99,5 +101,7 @@ export type WorkerHello =
       outputs: TensorInfo[];
       /** How `cpuMs` is measured on this worker. */
       cpuSource: ThreadCpuSource;
+      /** The worker thread's nice value once set up (what the kernel reports, not what was asked). */
+      nice: number;
     }
   | { type: "init-failed"; message: string };

@@ -28,6 +28,8 @@ export const everyModelKey: SluiceConfig["model"] = {
   allowSpinning: true,
   backfillSliceRows: 9,
   backfillSliceMs: 35,
+  backfillWorkers: 2,
+  backfillNice: 5,
   textPrefix: "query: ",
   itemIsolation: "never",
   onnxruntimeTelemetry: true,

@@ -1,4 +1,5 @@
 import { once } from "node:events";
+import { readdirSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -6,6 +7,7 @@ import type { Worker } from "node:worker_threads";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { padSequences } from "../../../src/model/batch-planner.js";
 import { type InferenceJob, InferenceWorkerPool } from "../../../src/model/inference-worker-pool.js";
+import { WORKER_THREAD_NAME_PREFIX } from "../../../src/model/thread-cpu-clock.js";
 import { createTinyModel, tinyClassifierReference, tinyTokenIds } from "../../support/tiny-onnx.js";
 
 let dir: string;
@@ -40,7 +42,25 @@ const init = () => ({
   task: "classification" as const,
   pooling: "cls" as const,
   normalize: false,
+  nice: 0,
 });
+
+/** Nice value of one of this process's threads (Linux /proc). */
+function niceOfThread(tid: number): number {
+  const stat = readFileSync(`/proc/self/task/${tid}/stat`, "utf8");
+  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16]);
+}
+
+/** Nice values of this process's inference worker threads (named sluice-infer-*, thread-cpu-clock.ts). */
+function niceOfWorkerThreads(): number[] {
+  if (process.platform !== "linux") return [];
+  return readdirSync("/proc/self/task")
+    .map(Number)
+    .filter((tid) =>
+      readFileSync(`/proc/self/task/${tid}/comm`, "utf8").startsWith(WORKER_THREAD_NAME_PREFIX),
+    )
+    .map(niceOfThread);
+}
 
 describe("InferenceWorkerPool", () => {
   it("transfers input buffers to the worker (no copy) and returns probabilities", async () => {
@@ -66,7 +86,7 @@ describe("InferenceWorkerPool", () => {
   it("queues more jobs than workers and answers each with its own result", async () => {
     const pool = await InferenceWorkerPool.start(init(), 2);
     try {
-      expect(pool.size).toBe(2);
+      expect(pool.size).toEqual({ online: 2, backfill: 0 });
       const texts = Array.from(
         { length: 20 },
         (_, i) => ["good", "bad movie", "the cat sat on the mat"][i % 3]!,
@@ -113,9 +133,49 @@ describe("InferenceWorkerPool", () => {
       await expect(inFlight).rejects.toMatchObject({ code: "INFERENCE_FAILED" });
       const next = await pool.run(job("bad movie")); // waits in the queue for the replacement worker
       expect(next.dim).toBe(3);
-      expect(pool.size).toBe(1);
+      expect(pool.size).toEqual({ online: 1, backfill: 0 });
       await oldReplied;
       await old.terminate(); // idle now: a safe stop
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it("backfill workers run backfill calls only, at a lower priority, and online calls never wait for them", async () => {
+    const pool = await InferenceWorkerPool.start(init(), 1, { workers: 1, nice: 7 });
+    try {
+      expect(pool.size).toMatchObject({ online: 1, backfill: 1 });
+      const threads = niceOfWorkerThreads();
+      if (process.platform === "linux") {
+        expect(pool.backfillNice).toBe(7);
+        // The process's own threads keep their priority; the backfill worker's thread is 7 steps lower.
+        expect(threads.filter((n) => n === 7)).toHaveLength(1);
+        expect(niceOfThread(process.pid)).toBe(0);
+      }
+      const slots = Reflect.get(pool, "slots") as { role: string; inFlight: Map<number, unknown> }[];
+      const backfillSlot = slots.find((s) => s.role === "backfill")!;
+      const onlineSlot = slots.find((s) => s.role === "online")!;
+      // A backlog of backfill calls fills the backfill worker (two per worker) and leaves the online
+      // worker free: the online call is posted at once, not queued behind them.
+      const backfill = Array.from({ length: 6 }, (_, i) => pool.run(job(`the cat ${i}`), "backfill"));
+      expect(backfillSlot.inFlight.size).toBe(2);
+      expect(onlineSlot.inFlight.size).toBe(0);
+      const online = pool.run(job("good movie"), "online");
+      expect(onlineSlot.inFlight.size).toBe(1);
+      const [first] = await Promise.all([online, ...backfill]);
+      expect(first.dim).toBe(3);
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it("without backfill workers, backfill calls share the online workers", async () => {
+    const pool = await InferenceWorkerPool.start(init(), 1);
+    try {
+      const slots = Reflect.get(pool, "slots") as { inFlight: Map<number, unknown> }[];
+      const backfill = Array.from({ length: 3 }, () => pool.run(job("the cat"), "backfill"));
+      expect(slots[0]!.inFlight.size).toBe(2);
+      await Promise.all(backfill);
     } finally {
       await pool.close();
     }

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { defaultConfig, modelSchema, type SluiceConfig } from "../../../src/config/config-schema.js";
 import { modelSettings } from "../../../src/config/model-settings.js";
 import { modelRunnerOptionsFromConfig } from "../../../src/model/model-runner-config.js";
+import { resolveBackfillWorkerCount } from "../../../src/model/worker-count.js";
 import { isSluiceError } from "../../../src/sluice-error.js";
 import {
   configWithEveryModelKey,
@@ -31,6 +32,7 @@ describe("the one config → ModelRunner mapping", () => {
       tokenizerPath,
       bucketing: false,
       maxRequestRows: configWithEveryModelKey().batching.maxBatchSize,
+      backfillLane: false,
     });
     const dropped = schemaKeys.filter(
       (k) =>
@@ -51,7 +53,21 @@ describe("modelSettings (programmatic callers)", () => {
       tokenizerPath,
       bucketing: defaultConfig().batching.bucketing,
       maxRequestRows: defaultConfig().batching.maxBatchSize,
+      backfillLane: false,
     });
+  });
+
+  it("an instance with a backfill lane says so, for model.backfillWorkers: auto", async () => {
+    const config = configWithEveryModelKey();
+    const settings = await modelRunnerOptionsFromConfig(
+      { ...config, topics: { ...config.topics, backfill: ["corpus.backfill"] } },
+      () => {},
+    );
+    expect(settings.backfillLane).toBe(true);
+    expect(resolveBackfillWorkerCount("auto", 3, settings.backfillLane)).toBe(3);
+    expect(resolveBackfillWorkerCount("auto", 3, false)).toBe(0);
+    expect(resolveBackfillWorkerCount(0, 3, true)).toBe(0);
+    expect(resolveBackfillWorkerCount(2, 3, false)).toBe(2);
   });
 
   it("validates with the schema's bounds and names the configuration key", () => {
@@ -60,6 +76,8 @@ describe("modelSettings (programmatic callers)", () => {
       [{ maxSequenceTokens: 8193 }, "model.maxSequenceTokens"],
       [{ inputNames: { input_id: "ids" } }, "model.inputNames"],
       [{ backfillSliceRows: 4097 }, "model.backfillSliceRows"],
+      [{ backfillNice: 20 }, "model.backfillNice"],
+      [{ backfillWorkers: -1 }, "model.backfillWorkers"],
     ] as const) {
       const error = (() => {
         try {
