@@ -44,6 +44,7 @@ export type SluiceErrorCode =
   | "INPUT_INVALID"
   // backfill runs
   | "RUN_NOT_FOUND"
+  | "TOPIC_MISSING"
   | "INTERNAL";
 
 export interface SluiceErrorContext {

@@ -4,10 +4,11 @@ import { PartitionCommitter } from "../delivery/partition-committer.js";
 import { fallbackPolicyFor } from "../fallback/fallback-policy.js";
 import { FallbackRules } from "../fallback/fallback-rules.js";
 import { ConsumerLoop } from "../kafka/consumer-loop.js";
+import { errorChain } from "../kafka/kafka-failure.js";
 import { MAX_SEND_BYTES } from "../kafka/record-collector.js";
 import { KafkaRestoreSources } from "../kafka/restore-sources.js";
 import { createResultPublisher } from "../kafka/result-publisher.js";
-import { changelogTopicFor } from "../kafka/topic-admin.js";
+import { assertOutputTopics, changelogTopicFor, type OutputTopic } from "../kafka/topic-admin.js";
 import { systemClock } from "../microbatch/batcher-clock.js";
 import { PartitionRestorer } from "../processor/partition-restorer.js";
 import type { CommitterFactory } from "../processor/processor-ports.js";
@@ -16,7 +17,7 @@ import {
   resolveProcessorOptions,
   type StreamProcessorOptions,
 } from "../processor/stream-processor-options.js";
-import { isAccessFailure, type SluiceError } from "../sluice-error.js";
+import { isAccessFailure, isSluiceError, type SluiceError } from "../sluice-error.js";
 
 /**
  * Wires a StreamProcessor to Kafka: options validated once (through the config schema), then the
@@ -57,6 +58,16 @@ export function createStreamProcessor(
     log: o.log,
     ...(wiring.onAccessFailure ? { onAccessFailure: wiring.onAccessFailure } : {}),
   });
+  const outputs: OutputTopic[] = [
+    { topic: o.resultsTopic, setting: "topics.results" },
+    ...(o.backfillResultsTopic ? [{ topic: o.backfillResultsTopic, setting: "topics.backfillResults" }] : []),
+    { topic: o.deadLetterTopic, setting: "topics.deadLetters" },
+    ...(o.backfillTopics.length > 0 ? [{ topic: o.runsTopic, setting: "topics.runs" }] : []),
+    ...[...o.requestTopics, ...o.backfillTopics].map((t) => ({
+      topic: changelogTopicFor(o.dedupChangelogBase, o.groupId, t),
+      setting: "topics.dedupChangelog",
+    })),
+  ];
   const committers: CommitterFactory = async (tp, changelogTopic, hooks) => {
     // With transactions, creating the publisher fences the partition's previous owner.
     const publisher = await createResultPublisher(
@@ -85,6 +96,12 @@ export function createStreamProcessor(
         offsetCheckpoint: { topic: changelogTopic, partition: tp.partition },
         onFailure: (error) => {
           if (isAccessFailure(error) && wiring.onAccessFailure) wiring.onAccessFailure(error);
+          // A missing output topic looks transient to kafkajs; a reset would retry it forever.
+          else if (mayBeMissingTopic(error))
+            void assertOutputTopics(o.kafka, outputs).then(
+              () => hooks.onFailure(error),
+              (missing: unknown) => hooks.onFailure(isSluiceError(missing) ? missing : error),
+            );
           else hooks.onFailure(error);
         },
       },
@@ -113,6 +130,13 @@ export function createStreamProcessor(
     log: o.log,
     clock: systemClock,
     changelogTopicOf: (topic) => changelogTopicFor(o.dedupChangelogBase, o.groupId, topic),
+    // At start, every output but the runs topic: the first `sluice backfill submit` creates that one,
+    // and backfill rows (the only ones that write it) come with a submit.
+    outputsReady: () =>
+      assertOutputTopics(
+        o.kafka,
+        outputs.filter((t) => t.setting !== "topics.runs"),
+      ),
     ...(o.codecs ? { decoder: o.codecs.requestDecoder } : {}),
     // Loaded and validated once, here; a bad file stops start-up with CONFIG_INVALID.
     fallback: fallbackPolicyFor(
@@ -120,4 +144,13 @@ export function createStreamProcessor(
       (path) => FallbackRules.load(path),
     ),
   });
+}
+
+/** "This server does not host this topic-partition": a topic that is missing, or a leader moving. */
+function mayBeMissingTopic(error: unknown): boolean {
+  return errorChain(error).some(
+    (e) =>
+      (e as { type?: unknown }).type === "UNKNOWN_TOPIC_OR_PARTITION" ||
+      /does not host this topic-partition/i.test(String((e as { message?: unknown }).message ?? "")),
+  );
 }

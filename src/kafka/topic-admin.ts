@@ -54,6 +54,32 @@ export function changelogTopicFor(base: string, groupId: string, requestTopic: s
   return `${clean.slice(0, MAX_TOPIC_NAME_CHARS - hash.length - 1)}-${hash}`;
 }
 
+/** A topic the processor writes, and the setting that names it (for the message). */
+export interface OutputTopic {
+  topic: string;
+  setting: string;
+}
+
+/**
+ * Fails with TOPIC_MISSING, naming each topic and its setting, when a topic the processor writes in
+ * its transactions does not exist. Producers never create topics (`allowAutoTopicCreation: false`),
+ * so without this a missing output topic fails every transaction with "This server does not host
+ * this topic-partition", which is retriable, and the partition would reset and retry forever.
+ * `sluice serve` creates its topics first (`ensureTopics`); programmatic processors get this check.
+ */
+export async function assertOutputTopics(kafka: Kafka, outputs: readonly OutputTopic[]): Promise<void> {
+  const existing = await withAdmin(kafka, async (admin) => new Set(await admin.listTopics()));
+  const missing = outputs.filter(
+    (o, i) => !existing.has(o.topic) && outputs.findIndex((x) => x.topic === o.topic) === i,
+  );
+  if (missing.length === 0) return;
+  throw new SluiceError(
+    "TOPIC_MISSING",
+    `${missing.map((m) => `topic "${m.topic}" (${m.setting})`).join(", ")} ${missing.length === 1 ? "does" : "do"} not exist, or this principal may not DESCRIBE ${missing.length === 1 ? "it" : "them"}; the processor writes ${missing.length === 1 ? "it" : "them"} in its transactions and producers do not create topics: create ${missing.length === 1 ? "it" : "them"} (sluice serve creates every topic it writes at start), or set ${missing.map((m) => m.setting).join(", ")} to an existing topic`,
+    { context: { topics: missing.map((m) => m.topic) } },
+  );
+}
+
 /**
  * Ensures every topic Sluice uses exists with the right partition count and cleanup policy.
  * Returns the partition count of each request topic. A changelog whose partition count differs

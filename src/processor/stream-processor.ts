@@ -38,6 +38,8 @@ export interface StreamProcessorDeps {
   decoder?: RequestDecoder;
   /** Fallback rules and when they apply (docs/lanes.md); unset = no fallback. */
   fallback?: FallbackPolicy;
+  /** Checked before the consumer starts: the topics the committers write exist (a TOPIC_MISSING stops start()). */
+  outputsReady?: () => Promise<void>;
 }
 
 export interface ProcessorReadiness {
@@ -73,6 +75,8 @@ export class StreamProcessor {
   /** Records fetched but not started when the stop began (left to the next owner). */
   private leftToNextOwner = 0;
   private fatalHandler: ((error: SluiceError) => void) | undefined;
+  /** A partition stopped for good (halt): told once. */
+  private halted = false;
   /** Between REBALANCING and the next assignment: a fenced partition's reclaim waits for the assignment. */
   private rebalancing = false;
 
@@ -155,6 +159,7 @@ export class StreamProcessor {
   async start(): Promise<void> {
     if (this.started) throw new SluiceError("INTERNAL", "StreamProcessor.start() called twice");
     this.started = true;
+    await this.deps.outputsReady?.();
     await this.deps.source.start({
       onAssigned: (assignment) => this.onAssigned(assignment),
       onRebalancing: () => this.onRebalancing(),
@@ -307,13 +312,26 @@ export class StreamProcessor {
       },
       // Only the task's current committer may reset it; a late failure of a replaced one is moot.
       onFailure: (error) => {
-        if (created !== undefined && task.committer === created) this.reset(task, error);
+        if (created === undefined || task.committer !== created) return;
+        // A topic the committer writes does not exist: retrying cannot help (docs/processor.md).
+        if (error.code === "TOPIC_MISSING") this.halt(task, error);
+        else this.reset(task, error);
       },
       ...(task.lane === "backfill" && this.throttle
         ? { commitShare: () => this.throttle?.commitShare ?? 1 }
         : {}),
     });
     return created;
+  }
+
+  /** Voids in-flight work of a task and stops it for good: the processor cannot continue (onFatal). */
+  private halt(task: PartitionTask, error: SluiceError): void {
+    if (this.stopping || task.state === "revoked" || task.state === "closed") return;
+    task.reset();
+    this.dispatcher.drop((item) => item.task === task);
+    this.safePause([task.tp]);
+    if (!this.halted) this.fatal(error);
+    this.halted = true;
   }
 
   /** Voids in-flight work of a task and reclaims it from its committed offset. */

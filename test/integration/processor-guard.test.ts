@@ -1,18 +1,13 @@
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createStreamProcessor } from "../../src/app/stream-processor-factory.js";
-import { modelSettings } from "../../src/config/model-settings.js";
 import { RUN_ID_HEADER } from "../../src/contracts/lane.js";
 import { encodeRequest } from "../../src/contracts/request-codec.js";
 import { type SluiceEventMap, SluiceEvents } from "../../src/events/sluice-events.js";
-import { ModelRunner } from "../../src/model/model-runner.js";
 import { produceMessages, testKafka, uniqueName } from "../support/kafka-harness.js";
 import { lanesLayout } from "../support/lanes-layout.js";
 import { layoutOptions } from "../support/processor-layout.js";
 import { decodeResults, readCommitted } from "../support/serve-process.js";
-import { createTinyModel } from "../support/tiny-onnx.js";
+import { tinyClassifierForSuite } from "../support/tiny-classifier.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -21,32 +16,13 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 // stop and online results keep flowing; when online traffic ends the guard releases and every record
 // of both lanes ends as exactly one result.
 describe("StreamProcessor SLO guard (real Kafka, tiny classifier)", () => {
-  let dir: string;
-  let model: ModelRunner;
-
-  beforeAll(async () => {
-    dir = await mkdtemp(join(tmpdir(), "sluice-guard-"));
-    const tiny = await createTinyModel(dir, { task: "classification" });
-    model = await ModelRunner.create(
-      modelSettings({
-        modelPath: tiny.modelPath,
-        tokenizerPath: tiny.tokenizerPath,
-        task: "classification",
-        labels: tiny.labels,
-        name: "tiny-classifier",
-      }),
-    );
-  });
-
-  afterAll(async () => {
-    await model?.close();
-    await rm(dir, { recursive: true, force: true });
-  });
+  const tinyModel = tinyClassifierForSuite("sluice-guard-");
 
   it("a forced guard stops backfill commits while online results flow; all complete exactly once on release", async () => {
     const kafka = testKafka();
     const base = uniqueName("guard");
     const { topics, online, backfill, runsTopic } = await lanesLayout(kafka, base);
+    const model = tinyModel();
 
     const events = new SluiceEvents();
     const guard: SluiceEventMap["guard.adjusted"][] = [];

@@ -4,18 +4,18 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createStreamProcessor } from "../../src/app/stream-processor-factory.js";
 import { sumRunCostShares } from "../../src/backfill/run-cost-total.js";
-import { modelSettings } from "../../src/config/model-settings.js";
 import { RUN_ID_HEADER } from "../../src/contracts/lane.js";
 import { encodeRequest } from "../../src/contracts/request-codec.js";
 import { decodeRunCostShare, type RunCostShare } from "../../src/contracts/run-cost-share.js";
 import { SluiceEvents } from "../../src/events/sluice-events.js";
-import { ModelRunner } from "../../src/model/model-runner.js";
+import type { ModelRunner } from "../../src/model/model-runner.js";
 import { produceMessages, testKafka, uniqueName } from "../support/kafka-harness.js";
 import { lanesLayout } from "../support/lanes-layout.js";
 import { layoutOptions } from "../support/processor-layout.js";
 import { decodeResults, readCommitted } from "../support/serve-process.js";
 import { countOutcomes } from "../support/sluice-events-fixtures.js";
-import { createTinyModel, TINY_POISON_WORD } from "../support/tiny-onnx.js";
+import { startTinyClassifier } from "../support/tiny-classifier.js";
+import { TINY_POISON_WORD } from "../support/tiny-onnx.js";
 
 const RULES = `
 rules:
@@ -38,16 +38,7 @@ describe("StreamProcessor lanes and fallback (real Kafka, tiny classifier)", () 
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "sluice-lanes-"));
-    const tiny = await createTinyModel(dir, { task: "classification" });
-    model = await ModelRunner.create(
-      modelSettings({
-        modelPath: tiny.modelPath,
-        tokenizerPath: tiny.tokenizerPath,
-        task: "classification",
-        labels: tiny.labels,
-        name: "tiny-classifier",
-      }),
-    );
+    model = await startTinyClassifier(dir);
     rulesPath = join(dir, "rules.yaml");
     await writeFile(rulesPath, RULES);
   });
