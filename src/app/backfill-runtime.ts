@@ -119,7 +119,7 @@ export async function exportBackfill(
   const reader = outcomeReader(config);
   const outcomes = await reader.outcomes(manifest);
   const submitted = await reader.submittedRows(manifest);
-  return { ...(await exportRun({ dir, manifest, submitted, outcomes, partRows })), cost };
+  return { ...(await exportRun({ dir, manifest, submitted, outcomes, partRows, cost })), cost };
 }
 
 /** The run's manifest and its cost: the committed shares of every serve instance, summed. */

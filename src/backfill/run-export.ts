@@ -2,6 +2,7 @@ import { mkdir, readdir, readFile, rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { AtomicFileWriter, TEMP_SUFFIX, writeFileAtomic } from "../batch/atomic-file.js";
 import { partFileName, partName } from "../batch/part-name.js";
+import type { RunCost } from "../batch/run-cost.js";
 import type { RunProvenance } from "../batch/run-provenance.js";
 import type { InferenceResult } from "../contracts/inference.js";
 import { SluiceError } from "../sluice-error.js";
@@ -58,6 +59,8 @@ export interface ExportManifest extends RunProvenance<ExportedModels> {
   duplicates: { count: number; ids: string[] };
   /** Input rows whose id repeated an earlier row's: serve counted them as duplicates. */
   repeatedIds: number;
+  /** What the run cost so far: the committed cost shares of every serve instance (docs/lanes.md, "Export"). */
+  cost?: RunCost;
 }
 
 export interface ExportOptions {
@@ -67,6 +70,8 @@ export interface ExportOptions {
   outcomes: RunOutcomes;
   /** Rows per part file. */
   partRows: number;
+  /** The run's cost, recorded in manifest.json. */
+  cost?: RunCost;
   now?: () => Date;
 }
 
@@ -250,13 +255,15 @@ export async function exportRun(o: ExportOptions): Promise<ExportSummary> {
     missing: { count: missing, ids: missingIds },
     duplicates: { count: duplicateIds.length, ids: duplicateIds.slice(0, LISTED_IDS) },
     repeatedIds,
+    ...(o.cost ? { cost: o.cost } : {}),
   };
   const changed =
     !previous ||
     partsWritten > 0 ||
     previous.status !== next.status ||
     previous.missing.count !== next.missing.count ||
-    previous.duplicates.count !== next.duplicates.count;
+    previous.duplicates.count !== next.duplicates.count ||
+    JSON.stringify(previous.cost) !== JSON.stringify(next.cost);
   if (changed) await writeFileAtomic(join(dir, EXPORT_MANIFEST_FILE), `${JSON.stringify(next, null, 2)}\n`);
   return {
     runId: m.runId,

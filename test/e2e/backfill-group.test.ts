@@ -178,6 +178,9 @@ describe("sluice backfill across a serve group", () => {
       duplicates: { count: 0 },
     });
     expect(manifest.input.sha256).toMatch(/^[0-9a-f]{64}$/);
+    // The run's cost is recorded beside the rows it covers.
+    expect(manifest.cost).toMatchObject({ items: ROWS });
+    expect(manifest.cost.modelCpuSeconds).toBeGreaterThan(0);
     // A second export writes nothing new.
     const again = await runCli(["backfill", "export", runId, "--output", out, "--part-rows", "1000"], env);
     expect(again.stdout).toMatch(/nothing new to write/);
