@@ -7,10 +7,9 @@ import { createTopics, produceMessages, uniqueName } from "../support/kafka-harn
 import {
   killLeftovers,
   type ReadRecord,
-  readCommitted,
   type ServeProcess,
+  serveAndRead,
   serveEnv,
-  startServe,
 } from "../support/serve-process.js";
 import {
   createTinyTensorModels,
@@ -49,8 +48,11 @@ async function serveTensorModel(
   const base = uniqueName("tensor");
   await createTopics([{ topic: `${base}.requests`, numPartitions: 2 }]);
   await produceMessages(`${base}.requests`, messages);
-  const proc = startServe(
-    [],
+  const {
+    records: [results, deadLetters],
+    output,
+  } = await serveAndRead(
+    procs,
     serveEnv(base, {
       SLUICE_MODEL__TASK: "tensor",
       SLUICE_MODEL__PATH: modelPath,
@@ -60,22 +62,17 @@ async function serveTensorModel(
       SLUICE_TOPICS__RESULT_CODEC: "v2-json",
       SLUICE_BATCHING__MAX_BATCH_SIZE: "4",
     }),
+    [
+      { topic: `${base}.results`, expected: expected.results },
+      { topic: `${base}.dlq`, expected: expected.deadLetters, timeoutMs: 30_000 },
+    ],
   );
-  procs.push(proc);
-  await proc.waitFor(/sluice serve running/, 90_000);
-  const results = await readCommitted(`${base}.results`, { expected: expected.results, timeoutMs: 90_000 });
-  const deadLetters = await readCommitted(`${base}.dlq`, {
-    expected: expected.deadLetters,
-    timeoutMs: 30_000,
-  });
-  proc.child.kill("SIGTERM");
-  expect((await proc.exited).code, proc.output().slice(-3000)).toBe(0);
   const byId = new Map<string, { response: V2InferenceResponse; record: ReadRecord }[]>();
-  for (const record of results) {
+  for (const record of results!) {
     const response = decodeV2Response(record.value as Buffer);
     byId.set(response.id, [...(byId.get(response.id) ?? []), { response, record }]);
   }
-  return { byId, results, deadLetters, output: proc.output() };
+  return { byId, results: results!, deadLetters: deadLetters!, output };
 }
 
 describe("sluice serve, model.task tensor, V2 JSON on Kafka", () => {
