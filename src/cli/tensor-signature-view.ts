@@ -11,8 +11,15 @@ export function tensorSignatureLines(d: TensorModelDescription): string[] {
     "task:        tensor",
     `inputs:      ${d.signature.inputs.map(tensor).join(", ")}`,
     `outputs:     ${d.signature.outputs.map(tensor).join(", ")}`,
+    ...d.signature.outputs.flatMap((o) =>
+      o.labels === undefined
+        ? []
+        : [
+            `labels:      ${o.name}: ${o.labels.join(", ")} (a ZipMap's probabilities, unwrapped to a tensor)`,
+          ],
+    ),
     ...(d.signature.skippedOutputs.length > 0
-      ? [`left out:    ${d.signature.skippedOutputs.join(", ")} (sequence/map outputs such as ZipMap)`]
+      ? [`left out:    ${d.signature.skippedOutputs.join(", ")} (sequence/map outputs)`]
       : []),
     `max rows:    ${d.maxRequestRows} per request (batching.maxBatchSize)`,
     `model sha256:     ${d.modelSha256}`,

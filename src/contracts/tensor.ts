@@ -22,6 +22,11 @@ export interface NamedTensor {
   shape: number[];
   /** Flat, row-major; its length is the product of `shape`. */
   data: TensorData;
+  /**
+   * V2 tensor parameters of an output (scalars): `labels`, a JSON array of class labels in column
+   * order, on a ZipMap's probabilities. Request parameters are not kept.
+   */
+  parameters?: Record<string, string | number | boolean>;
 }
 
 /** What a tensor request asks the model for: named inputs and, optionally, which outputs to return. */

@@ -209,10 +209,14 @@ export class InferenceWorkerPool {
     this.backfillWorkers = backfillPlan.workers;
   }
 
-  /** The pool a model's settings ask for: `model.workers`, `model.backfillWorkers`, `model.backfillNice`. */
-  static startFor(o: ModelSettings): Promise<InferenceWorkerPool> {
+  /**
+   * The pool a model's settings ask for: `model.workers`, `model.backfillWorkers`, `model.backfillNice`;
+   * `modelBytes` = a graph rewritten at load, loaded instead of the file (zipmap-unwrap.ts).
+   */
+  static startFor(o: ModelSettings, modelBytes?: Uint8Array): Promise<InferenceWorkerPool> {
     const workers = resolveWorkerCount(o.workers);
-    return InferenceWorkerPool.start(workerInitOf(o), workers, {
+    const init = workerInitOf(o);
+    return InferenceWorkerPool.start(modelBytes ? { ...init, modelBytes } : init, workers, {
       workers: resolveBackfillWorkerCount(o.backfillWorkers, workers, o.backfillLane),
       nice: o.backfillNice,
     });

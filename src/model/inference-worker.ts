@@ -27,11 +27,16 @@ const port = parentPort!;
 const nice = lowerPriority(init.nice);
 // Before the session: its ORT pool threads inherit this thread's name (thread-cpu-clock.ts).
 const cpuClock = ThreadCpuClock.start({ intraOpThreads: init.intraOpThreads, workerId: threadId });
+/** `InferenceSession.create`'s path and bytes overloads as one signature. */
+const createSession = ort.InferenceSession.create as (
+  model: string | Uint8Array,
+  options: ort.InferenceSession.SessionOptions,
+) => Promise<ort.InferenceSession>;
 
 async function main(): Promise<void> {
   let session: ort.InferenceSession;
   try {
-    session = await ort.InferenceSession.create(init.modelPath, {
+    session = await createSession(init.modelBytes ?? init.modelPath, {
       intraOpNumThreads: init.intraOpThreads,
       interOpNumThreads: init.interOpThreads,
       executionMode: "sequential",

@@ -59,8 +59,10 @@ export function splitOutputs(
   for (const out of outputs) {
     const spec = sig.outputs.find((o) => o.name === out.name) as SignatureTensor;
     const data = fromFeedData(out.data);
+    // A ZipMap's class labels, as the V2 response carries the scores' labels (docs/contracts.md).
+    const labels = spec.labels === undefined ? {} : { parameters: { labels: JSON.stringify(spec.labels) } };
     if (group.length === 1) {
-      perRequest[0]!.push({ name: out.name, datatype: spec.datatype, shape: [...out.dims], data });
+      perRequest[0]!.push({ name: out.name, datatype: spec.datatype, shape: [...out.dims], data, ...labels });
       continue;
     }
     if (out.dims[0] !== rows) {
@@ -74,6 +76,7 @@ export function splitOutputs(
         datatype: spec.datatype,
         shape: [r.rows, ...out.dims.slice(1)],
         data: data.slice(offset * rowSize, (offset + r.rows) * rowSize) as TensorData,
+        ...labels,
       });
       offset += r.rows;
     });

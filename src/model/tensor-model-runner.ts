@@ -18,6 +18,7 @@ import { applyOnnxruntimeTelemetry } from "./onnxruntime-telemetry.js";
 import { type RowRequest, splitOutputs, stackFeeds, stackGroups } from "./tensor-batch.js";
 import { checkRequest, readTensorSignature, type TensorSignature } from "./tensor-signature.js";
 import type { ThreadCpuSource } from "./thread-cpu-clock.js";
+import { unwrapZipMaps, type ZipMapUnwrap } from "./zipmap-unwrap.js";
 
 /** What a loaded tensor model is: `TensorModelRunner.description`, printed by `sluice model info`. */
 export interface TensorModelDescription {
@@ -71,21 +72,32 @@ export class TensorModelRunner implements ModelPort {
       });
     }
     let opTypes: Set<string>;
+    let zipMaps: ZipMapUnwrap;
     try {
       opTypes = readOnnxSummary(modelBytes).opTypes;
+      zipMaps = unwrapZipMaps(modelBytes);
     } catch (cause) {
       throw new SluiceError("MODEL_LOAD_FAILED", `${o.modelPath}: ${String(cause)}`, { cause });
     }
+    // The version is the model file's, not the rewritten graph's.
     const fingerprint = fingerprintModel(modelBytes, new Uint8Array());
     applyOnnxruntimeTelemetry(o.onnxruntimeTelemetry);
-    const pool = await InferenceWorkerPool.startFor(o);
+    const pool = await InferenceWorkerPool.startFor(
+      o,
+      zipMaps.unwrapped.length > 0 ? zipMaps.bytes : undefined,
+    );
     try {
       const batchDependent = opTypes.has("DynamicQuantizeLinear");
       const description: TensorModelDescription = {
         identity: { name: o.name, version: fingerprint.version },
         task: "tensor",
         modelSha256: fingerprint.modelSha256,
-        signature: readTensorSignature(pool.inputs, pool.outputs, o.modelPath),
+        signature: readTensorSignature(
+          pool.inputs,
+          pool.outputs,
+          o.modelPath,
+          new Map(zipMaps.unwrapped.map((z) => [z.output, z.labels])),
+        ),
         batchDependent,
         isolateItems: o.itemIsolation === "always" || (o.itemIsolation === "auto" && batchDependent),
         maxRequestRows: o.maxRequestRows,

@@ -16,13 +16,21 @@ export interface SignatureTensor {
   elementType: FeedElementType;
   /** null = dynamic. */
   dims: (number | null)[];
+  /**
+   * Class labels of the columns, for an output unwrapped from a ZipMap (zipmap-unwrap.ts); the V2
+   * response carries them as the output's `parameters.labels`.
+   */
+  labels?: string[] | number[];
 }
 
 export interface TensorSignature {
   inputs: SignatureTensor[];
   /** Tensor outputs, fetched from every call. */
   outputs: SignatureTensor[];
-  /** Outputs that are sequences or maps (e.g. ai.onnx.ml ZipMap): onnxruntime-node cannot return them; never fetched. */
+  /**
+   * Outputs that are still sequences or maps (a ZipMap is unwrapped into a tensor at load, see
+   * zipmap-unwrap.ts): onnxruntime-node cannot return them; never fetched.
+   */
   skippedOutputs: string[];
 }
 
@@ -35,10 +43,12 @@ const V2_OF: Record<string, TensorDatatype> = {
   string: "BYTES",
 };
 
+/** `labels`: class labels by output name (the ZipMaps unwrapped at load). */
 export function readTensorSignature(
   inputs: readonly TensorInfo[],
   outputs: readonly TensorInfo[],
   modelPath: string,
+  labels: ReadonlyMap<string, string[] | number[]> = new Map(),
 ): TensorSignature {
   const convert = (t: TensorInfo, what: string): SignatureTensor => {
     const datatype = V2_OF[t.type];
@@ -49,13 +59,20 @@ export function readTensorSignature(
       );
     }
     const dims = t.shape.map((d) => (typeof d === "number" && d >= 0 ? d : null));
-    return { name: t.name, datatype, elementType: t.type as FeedElementType, dims };
+    const classLabels = labels.get(t.name);
+    return {
+      name: t.name,
+      datatype,
+      elementType: t.type as FeedElementType,
+      dims,
+      ...(classLabels === undefined ? {} : { labels: classLabels }),
+    };
   };
   const tensorOutputs = outputs.filter((o) => o.type !== "non-tensor");
   if (tensorOutputs.length === 0) {
     throw new SluiceError(
       "CONFIG_INVALID",
-      `model ${modelPath} has no tensor outputs (only sequences or maps such as ZipMap, which onnxruntime-node cannot return); export it with tensor outputs (skl2onnx: options={"zipmap": False})`,
+      `model ${modelPath} has no tensor outputs (only sequences or maps, which onnxruntime-node cannot return); export it with tensor outputs`,
     );
   }
   return {

@@ -5,6 +5,8 @@ import type { ThreadCpuSource } from "./thread-cpu-clock.js";
 /** Messages between `InferenceWorkerPool` (main thread) and `inference-worker` (worker thread). */
 export interface WorkerInit {
   modelPath: string;
+  /** The model to load instead of reading `modelPath`: a graph rewritten at load (zipmap-unwrap.ts). */
+  modelBytes?: Uint8Array;
   intraOpThreads: number;
   interOpThreads: number;
   allowSpinning: boolean;

@@ -30,11 +30,12 @@ beforeAll(async () => {
 afterAll(() => rm(dir, { recursive: true, force: true }));
 
 describe("sluice model info / infer with model.task tensor", () => {
-  it("model info prints the tensor signature, ZipMap left out", async () => {
+  it("model info prints the tensor signature, a ZipMap output unwrapped with its labels", async () => {
     const { stdout } = await sluice(["model", "info", "--task", "tensor", "--model", models.treeZipMap]);
     expect(stdout).toContain("inputs:      predict FP32[-1,4]");
-    expect(stdout).toContain("outputs:     label BYTES[-1], probabilities FP32[-1,3]");
-    expect(stdout).toContain("left out:    output_probability");
+    expect(stdout).toContain("outputs:     output_label BYTES[-1], output_probability FP32[-1,3]");
+    expect(stdout).toContain("labels:      output_probability: setosa, versicolor, virginica");
+    expect(stdout).not.toContain("left out");
   }, 60_000);
 
   it("infer --v2 answers MLServer's iris request with a V2 response; a misfit exits 1 with its code", async () => {

@@ -7,17 +7,16 @@ import { createTopics, produceMessages, uniqueName } from "../support/kafka-harn
 import {
   killLeftovers,
   type ReadRecord,
-  readCommitted,
   type ServeProcess,
+  serveAndRead,
   serveEnv,
-  startServe,
 } from "../support/serve-process.js";
 import {
   createTinyTensorModels,
-  IRIS_LABELS,
   IRIS_REQUEST,
   lrReference,
   type TinyTensorModels,
+  TREE_LABELS,
   treeReference,
 } from "../support/tiny-tensor-onnx.js";
 
@@ -49,8 +48,11 @@ async function serveTensorModel(
   const base = uniqueName("tensor");
   await createTopics([{ topic: `${base}.requests`, numPartitions: 2 }]);
   await produceMessages(`${base}.requests`, messages);
-  const proc = startServe(
-    [],
+  const {
+    records: [results, deadLetters],
+    output,
+  } = await serveAndRead(
+    procs,
     serveEnv(base, {
       SLUICE_MODEL__TASK: "tensor",
       SLUICE_MODEL__PATH: modelPath,
@@ -60,22 +62,17 @@ async function serveTensorModel(
       SLUICE_TOPICS__RESULT_CODEC: "v2-json",
       SLUICE_BATCHING__MAX_BATCH_SIZE: "4",
     }),
+    [
+      { topic: `${base}.results`, expected: expected.results },
+      { topic: `${base}.dlq`, expected: expected.deadLetters, timeoutMs: 30_000 },
+    ],
   );
-  procs.push(proc);
-  await proc.waitFor(/sluice serve running/, 90_000);
-  const results = await readCommitted(`${base}.results`, { expected: expected.results, timeoutMs: 90_000 });
-  const deadLetters = await readCommitted(`${base}.dlq`, {
-    expected: expected.deadLetters,
-    timeoutMs: 30_000,
-  });
-  proc.child.kill("SIGTERM");
-  expect((await proc.exited).code, proc.output().slice(-3000)).toBe(0);
   const byId = new Map<string, { response: V2InferenceResponse; record: ReadRecord }[]>();
-  for (const record of results) {
+  for (const record of results!) {
     const response = decodeV2Response(record.value as Buffer);
     byId.set(response.id, [...(byId.get(response.id) ?? []), { response, record }]);
   }
-  return { byId, results, deadLetters, output: proc.output() };
+  return { byId, results: results!, deadLetters: deadLetters!, output };
 }
 
 describe("sluice serve, model.task tensor, V2 JSON on Kafka", () => {
@@ -164,33 +161,56 @@ describe("sluice serve, model.task tensor, V2 JSON on Kafka", () => {
     }
   }, 240_000);
 
-  it("tree ensemble classifier: string labels and probabilities as plain V2 outputs", async () => {
-    const x = [
-      [1, 2, 3, 4],
-      [5.1, 3.5, 1.4, 0.2],
-      [6.2, 2.9, 4.3, 1.3],
-    ];
-    const messages = x.map((row, i) => ({
-      key: `t${i}`,
-      ...v2({ id: `t${i}`, inputs: [{ name: "predict", shape: [1, 4], datatype: "FP32", data: [row] }] }),
-    }));
-    const { byId } = await serveTensorModel(models.treeStrings, messages, { results: 3, deadLetters: 0 });
-    x.forEach((row, i) => {
-      const got = byId.get(`t${i}`)!;
-      expect(got).toHaveLength(1);
-      const out = Object.fromEntries(got[0]!.response.outputs.map((o) => [o.name, o]));
-      const want = treeReference(row);
-      expect(out.label).toEqual({
-        name: "label",
-        datatype: "BYTES",
-        shape: [1],
-        data: [IRIS_LABELS[want.label]],
+  const trees = [
+    { model: "treeStrings", label: "label", scores: "probabilities", labels: TREE_LABELS.string },
+    // skl2onnx's default export: the ZipMap output comes back as a tensor under its name, labels beside.
+    { model: "treeZipMap", label: "output_label", scores: "output_probability", labels: TREE_LABELS.string },
+    {
+      model: "treeZipMapInts",
+      label: "output_label",
+      scores: "output_probability",
+      labels: TREE_LABELS.int64,
+    },
+  ] as const;
+  it.each(trees)(
+    "tree ensemble classifier ($model): labels and probabilities as plain V2 outputs",
+    async (tree) => {
+      const x = [
+        [1, 2, 3, 4],
+        [5.1, 3.5, 1.4, 0.2],
+        [6.2, 2.9, 4.3, 1.3],
+      ];
+      const messages = x.map((row, i) => ({
+        key: `t${i}`,
+        ...v2({ id: `t${i}`, inputs: [{ name: "predict", shape: [1, 4], datatype: "FP32", data: [row] }] }),
+      }));
+      const { byId } = await serveTensorModel(models[tree.model], messages, { results: 3, deadLetters: 0 });
+      const zipMap = tree.scores === "output_probability";
+      x.forEach((row, i) => {
+        const got = byId.get(`t${i}`)!;
+        expect(got).toHaveLength(1);
+        const out = Object.fromEntries(got[0]!.response.outputs.map((o) => [o.name, o]));
+        expect(Object.keys(out)).toEqual([tree.label, tree.scores]);
+        const want = treeReference(row);
+        expect(out[tree.label]).toEqual({
+          name: tree.label,
+          datatype: typeof tree.labels[0] === "string" ? "BYTES" : "INT64",
+          shape: [1],
+          data: [tree.labels[want.label]],
+        });
+        expect(out[tree.scores]).toMatchObject({
+          name: tree.scores,
+          datatype: "FP32",
+          shape: [1, 3],
+          ...(zipMap ? { parameters: { labels: JSON.stringify(tree.labels) } } : {}),
+        });
+        (out[tree.scores]!.data as number[]).forEach((p, c) => {
+          expect(p).toBeCloseTo(want.probabilities[c]!, 6);
+        });
       });
-      (out.probabilities!.data as number[]).forEach((p, c) => {
-        expect(p).toBeCloseTo(want.probabilities[c]!, 6);
-      });
-    });
-  }, 240_000);
+    },
+    240_000,
+  );
 
   it("two named inputs: a request without one of them is TENSOR_INPUT_MISSING; its neighbour gets a result", async () => {
     const age = { name: "age", shape: [1, 1], datatype: "FP32", data: [6] };

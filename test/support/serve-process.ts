@@ -304,6 +304,28 @@ export function killLeftovers(procs: ServeProcess[]): void {
 }
 
 /**
+ * Starts `sluice serve` with `env`, waits until it runs, reads each topic at read_committed until its
+ * `expected` records arrived (`readCommitted`), then stops it with SIGTERM; throws unless it exits 0.
+ * The process is pushed to `procs`. Returns the records per topic, in `reads` order, and the output.
+ */
+export async function serveAndRead(
+  procs: ServeProcess[],
+  env: Record<string, string>,
+  reads: { topic: string; expected: number; timeoutMs?: number }[],
+): Promise<{ records: ReadRecord[][]; output: string }> {
+  const proc = startServe([], env);
+  procs.push(proc);
+  await proc.waitFor(/sluice serve running/, 120_000);
+  const records: ReadRecord[][] = [];
+  for (const r of reads)
+    records.push(await readCommitted(r.topic, { expected: r.expected, timeoutMs: r.timeoutMs ?? 90_000 }));
+  proc.child.kill("SIGTERM");
+  const { code } = await proc.exited;
+  if (code !== 0) throw new Error(`sluice serve exited with ${code}:\n${proc.output().slice(-3000)}`);
+  return { records, output: proc.output() };
+}
+
+/**
  * Starts another `sluice serve` with `env`, waits until the group has committed everything on
  * `topic`, then stops it with SIGTERM; returns its exit code. The process is pushed to `procs`.
  */

@@ -7,7 +7,9 @@ import { ModelProto, valueInfo } from "./tiny-onnx.js";
  * protobuf subset of tiny-onnx.ts. Their outputs are computed by hand below:
  * - logistic regression: probability = sigmoid(x · LR_W + LR_B), input "predict" FP32 [batch, 4];
  * - tree classifier (ai.onnx.ml TreeEnsembleClassifier, one tree, the iris split): "label" [batch]
- *   (string or int64 labels) and "probabilities" FP32 [batch, 3]; optionally a ZipMap output too;
+ *   (string or int64 labels) and "probabilities" FP32 [batch, 3]; or, as skl2onnx exports a classifier
+ *   by default, "output_label" and "output_probability", a ZipMap of the probabilities (a sequence of
+ *   maps {label → probability});
  * - two inputs: "age" FP32 [batch, 1] and "visits" INT64 [batch, 1] → "score" = 2·age + visits FP32
  *   [batch, 1] and "high" = score > 10 BOOL [batch, 1].
  */
@@ -20,6 +22,8 @@ const ATTR = { FLOAT: 1, INT: 2, STRING: 3, FLOATS: 6, INTS: 7, STRINGS: 8 } as 
 export const LR_W = [0.5, -0.25, 0.75, -1];
 export const LR_B = -0.5;
 export const IRIS_LABELS = ["setosa", "versicolor", "virginica"] as const;
+/** The tree classifier's class labels, by `TreeOptions.labels`, in column order. */
+export const TREE_LABELS = { string: [...IRIS_LABELS], int64: [0, 1, 2] };
 /** The MLServer / Seldon sklearn iris example request. */
 export const IRIS_REQUEST = {
   inputs: [{ name: "predict", shape: [1, 4], datatype: "FP32", data: [[1, 2, 3, 4]] }],
@@ -71,7 +75,11 @@ export function buildLogisticRegressionBytes(): Uint8Array {
 
 export interface TreeOptions {
   labels: "string" | "int64";
-  /** Add skl2onnx's ZipMap output (a sequence of maps) beside the probabilities tensor. */
+  /**
+   * skl2onnx's default layout: TreeEnsembleClassifier → output_label + probabilities → ZipMap →
+   * output_probability; the graph outputs are output_label and output_probability (no tensor of
+   * probabilities).
+   */
   zipMap?: boolean;
 }
 
@@ -80,13 +88,13 @@ export function buildTreeClassifierBytes(options: TreeOptions): Uint8Array {
   const labelAttr =
     options.labels === "string"
       ? { name: "classlabels_strings", type: ATTR.STRINGS, strings: IRIS_LABELS.map(bytes) }
-      : { name: "classlabels_int64s", type: ATTR.INTS, ints: [0, 1, 2] };
+      : { name: "classlabels_int64s", type: ATTR.INTS, ints: TREE_LABELS.int64 };
   const tree = {
     opType: "TreeEnsembleClassifier",
     domain: "ai.onnx.ml",
     name: "tree",
     input: ["predict"],
-    output: ["label", "probabilities"],
+    output: [options.zipMap === true ? "output_label" : "label", "probabilities"],
     attribute: [
       { name: "nodes_treeids", type: ATTR.INTS, ints: [0, 0, 0, 0, 0] },
       { name: "nodes_nodeids", type: ATTR.INTS, ints: [0, 1, 2, 3, 4] },
@@ -108,30 +116,33 @@ export function buildTreeClassifierBytes(options: TreeOptions): Uint8Array {
     ],
   };
   const labelType = options.labels === "string" ? STRING : INT64;
-  const nodes: object[] = [tree];
-  const outputs: object[] = [
-    valueInfo("label", labelType, ["batch"]),
-    valueInfo("probabilities", FLOAT, ["batch", 3]),
-  ];
-  if (options.zipMap === true) {
-    nodes.push({
-      opType: "ZipMap",
-      domain: "ai.onnx.ml",
-      name: "zipmap",
-      input: ["probabilities"],
-      output: ["output_probability"],
-      attribute: [labelAttr],
-    });
-    outputs.push({
+  if (options.zipMap !== true) {
+    const outputs = [
+      valueInfo("label", labelType, ["batch"]),
+      valueInfo("probabilities", FLOAT, ["batch", 3]),
+    ];
+    return encode("tiny_tree", [tree], [], [valueInfo("predict", FLOAT, ["batch", 4])], outputs);
+  }
+  const zipMap = {
+    opType: "ZipMap",
+    domain: "ai.onnx.ml",
+    name: "zipmap",
+    input: ["probabilities"],
+    output: ["output_probability"],
+    attribute: [labelAttr],
+  };
+  const outputs = [
+    valueInfo("output_label", labelType, ["batch"]),
+    {
       name: "output_probability",
       type: {
         sequenceType: {
           elemType: { mapType: { keyType: labelType, valueType: { tensorType: { elemType: FLOAT } } } },
         },
       },
-    });
-  }
-  return encode("tiny_tree", nodes, [], [valueInfo("predict", FLOAT, ["batch", 4])], outputs);
+    },
+  ];
+  return encode("tiny_tree", [tree, zipMap], [], [valueInfo("predict", FLOAT, ["batch", 4])], outputs);
 }
 
 export function buildTwoInputBytes(): Uint8Array {
@@ -160,6 +171,7 @@ export interface TinyTensorModels {
   treeStrings: string;
   treeInts: string;
   treeZipMap: string;
+  treeZipMapInts: string;
   twoInputs: string;
 }
 
@@ -171,6 +183,7 @@ export async function createTinyTensorModels(dir: string): Promise<TinyTensorMod
     ["treeStrings", buildTreeClassifierBytes({ labels: "string" })],
     ["treeInts", buildTreeClassifierBytes({ labels: "int64" })],
     ["treeZipMap", buildTreeClassifierBytes({ labels: "string", zipMap: true })],
+    ["treeZipMapInts", buildTreeClassifierBytes({ labels: "int64", zipMap: true })],
     ["twoInputs", buildTwoInputBytes()],
   ];
   const out = {} as TinyTensorModels;

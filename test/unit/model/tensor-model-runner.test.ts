@@ -1,4 +1,5 @@
-import { mkdtemp, rm } from "node:fs/promises";
+import { createHash } from "node:crypto";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -11,6 +12,7 @@ import {
   IRIS_LABELS,
   lrReference,
   type TinyTensorModels,
+  TREE_LABELS,
   treeReference,
 } from "../../support/tiny-tensor-onnx.js";
 
@@ -128,12 +130,47 @@ describe("TensorModelRunner", () => {
     expect(label.data).toEqual(ROWS.map((r) => treeReference(r).label));
   });
 
-  it("a ZipMap output (sequence of maps) is left out; label and probabilities remain plain outputs", async () => {
-    const tree = await open(models.treeZipMap);
-    expect(tree.description.signature.skippedOutputs).toEqual(["output_probability"]);
-    const { outcomes } = await tree.run([request(fp32("predict", [ROWS[3]!]))]);
-    expect(Object.keys(tensors(outcomes[0]))).toEqual(["label", "probabilities"]);
-  });
+  it.each(["string", "int64"] as const)(
+    "a ZipMap output (%s labels) is unwrapped: FP32 [rows, 3] under its name, labels in its parameters, stacked or not",
+    async (kind) => {
+      const labels = TREE_LABELS[kind];
+      const path = kind === "string" ? models.treeZipMap : models.treeZipMapInts;
+      const tree = await open(path);
+      const { signature } = tree.description;
+      expect(signature.skippedOutputs).toEqual([]);
+      expect(signature.outputs.find((o) => o.name === "output_probability")).toEqual({
+        name: "output_probability",
+        datatype: "FP32",
+        elementType: "float32",
+        dims: [null, 3],
+        labels,
+      });
+      const { outcomes } = await tree.run([
+        request(fp32("predict", ROWS.slice(0, 2))),
+        request(fp32("predict", ROWS.slice(2))),
+      ]);
+      const rows = [ROWS.slice(0, 2), ROWS.slice(2)];
+      outcomes.forEach((outcome, i) => {
+        const out = tensors(outcome);
+        expect(Object.keys(out)).toEqual(["output_label", "output_probability"]);
+        expect(out.output_label!.data).toEqual(rows[i]!.map((r) => labels[treeReference(r).label]));
+        expect(out.output_probability).toMatchObject({
+          datatype: "FP32",
+          shape: [rows[i]!.length, 3],
+          parameters: { labels: JSON.stringify(labels) },
+        });
+        expect(out.output_probability!.data).toEqual(
+          rows[i]!.flatMap((r) => treeReference(r).probabilities.map(Math.fround)),
+        );
+      });
+      // The version is the model file's (what backfill expects), not the rewritten graph's.
+      expect(tree.description.modelSha256).toBe(
+        createHash("sha256")
+          .update(await readFile(path))
+          .digest("hex"),
+      );
+    },
+  );
 
   it("two named inputs (FP32 and INT64) give FP32 and BOOL outputs; requested outputs only", async () => {
     const two = await open(models.twoInputs);
