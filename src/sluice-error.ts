@@ -26,6 +26,7 @@ export type SluiceErrorCode =
   // models
   | "MODEL_NOT_FOUND"
   | "MODEL_LOAD_FAILED"
+  | "MODEL_MISMATCH"
   | "MODEL_FETCH_FAILED"
   // delivery
   | "PRODUCER_FENCED"

@@ -67,6 +67,7 @@ export function createBatchSource(
         new RequestDecoder({
           defaultCodec: config.topics.requestCodec,
           maxMessageBytes: config.delivery.maxMessageBytes,
+          servedModel: config.model.name,
         }),
     });
     return {

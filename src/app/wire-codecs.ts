@@ -32,6 +32,7 @@ export async function createWireCodecs(config: SluiceConfig): Promise<WireCodecs
   const requestDecoder = new RequestDecoder({
     defaultCodec: requestCodec,
     maxMessageBytes: config.delivery.maxMessageBytes,
+    servedModel: config.model.name,
     ...(registry ? { writerSchemas: new RequestWriterSchemas((id) => registry.writerSchema(id)) } : {}),
   });
   const encoders = new Map<string, Promise<ResultEncoder>>();

@@ -11,7 +11,8 @@ export type DecodeFailureCode =
   | "PAYLOAD_TOO_LARGE"
   | "WRONG_MAGIC_BYTE"
   | "UNKNOWN_SCHEMA_ID"
-  | "SCHEMA_UNRESOLVABLE";
+  | "SCHEMA_UNRESOLVABLE"
+  | "MODEL_MISMATCH";
 
 /** Failures of reading the bytes (dead-letter stage `decode`); the others are stage `validate`. */
 export const DECODE_STAGE_CODES: ReadonlySet<DecodeFailureCode> = new Set([

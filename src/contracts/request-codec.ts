@@ -44,12 +44,15 @@ export interface RequestDecoderOptions {
    * codec. Without it a record whose content-type names the registry format is a DECODE_FAILED.
    */
   writerSchemas?: RequestWriterSchemas;
+  /** `model.name`: V2 requests whose `mlserver-model` header names another model are MODEL_MISMATCH. */
+  servedModel?: string;
 }
 
 export class RequestDecoder {
   private readonly defaultCodec: Codec;
   private readonly maxMessageBytes: number;
   private readonly writerSchemas: RequestWriterSchemas | undefined;
+  private readonly servedModel: string | undefined;
 
   constructor(opts: RequestDecoderOptions) {
     if (!isCodec(opts.defaultCodec)) {
@@ -61,6 +64,7 @@ export class RequestDecoder {
       throw new Error("RequestDecoder: defaultCodec avro-registry needs writerSchemas (a schema registry)");
     }
     this.writerSchemas = opts.writerSchemas;
+    this.servedModel = opts.servedModel;
     if (!Number.isInteger(opts.maxMessageBytes) || opts.maxMessageBytes <= 0) {
       throw new Error(
         `RequestDecoder: maxMessageBytes must be a positive integer, got ${String(opts.maxMessageBytes)}`,
@@ -98,7 +102,7 @@ export class RequestDecoder {
       case "avro-registry":
         return this.decodeRegistry(value);
       case "v2-json":
-        return decodeV2Request(value, headers);
+        return decodeV2Request(value, headers, this.servedModel);
     }
   }
 

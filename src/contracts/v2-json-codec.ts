@@ -34,11 +34,18 @@ import {
  * the `x-request-id` header carries the id.
  */
 export const REQUEST_ID_HEADER = "x-request-id";
+/** MLServer's Kafka server routes a request to a model by this header. */
+export const MLSERVER_MODEL_HEADER = "mlserver-model";
 
 const INT32_MIN = -2_147_483_648;
 const INT32_MAX = 2_147_483_647;
 
-export function decodeV2Request(value: Buffer, headers?: RecordHeaders): DecodeOutcome {
+/**
+ * `servedModel`: the model this group serves (`model.name`). A request whose `mlserver-model` header
+ * names another model is MODEL_MISMATCH rather than answered by the wrong model (a topic that
+ * multiplexed several MLServer models); without the header, or without `servedModel`, any request goes.
+ */
+export function decodeV2Request(value: Buffer, headers?: RecordHeaders, servedModel?: string): DecodeOutcome {
   let parsed: unknown;
   try {
     parsed = JSON.parse(value.toString("utf8"));
@@ -52,6 +59,13 @@ export function decodeV2Request(value: Buffer, headers?: RecordHeaders): DecodeO
     return fail(
       "SCHEMA_VIOLATION",
       `value is JSON ${describe(parsed)}; expected a V2 inference request object`,
+    );
+  }
+  const named = headerValue(headers, MLSERVER_MODEL_HEADER);
+  if (servedModel !== undefined && named !== undefined && named !== servedModel) {
+    return fail(
+      "MODEL_MISMATCH",
+      `request names model "${truncateForMessage(named)}" in its ${MLSERVER_MODEL_HEADER} header, but this group serves "${truncateForMessage(servedModel)}" (model.name): send that model's requests to its own topic and group, or set model.name to "${truncateForMessage(named)}" if it is this model`,
     );
   }
   const id = parsed.id ?? headerValue(headers, REQUEST_ID_HEADER);

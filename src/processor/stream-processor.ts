@@ -85,7 +85,11 @@ export class StreamProcessor {
     this.deps = deps;
     const decoder =
       deps.decoder ??
-      new RequestDecoder({ defaultCodec: settings.requestCodec, maxMessageBytes: settings.maxMessageBytes });
+      new RequestDecoder({
+        defaultCodec: settings.requestCodec,
+        maxMessageBytes: settings.maxMessageBytes,
+        servedModel: deps.model.identity.name,
+      });
     this.schemaGate = new WriterSchemaGate({
       decoder,
       log: deps.log,

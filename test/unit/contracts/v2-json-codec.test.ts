@@ -57,6 +57,23 @@ describe("V2 JSON request codec", () => {
     expect(plain.decode(json(IRIS_REQUEST), headers)).toMatchObject({ ok: false, code: "MISSING_ID" });
   });
 
+  it("a request whose mlserver-model header names another model is MODEL_MISMATCH, not answered", () => {
+    const served = new RequestDecoder({
+      defaultCodec: "v2-json",
+      maxMessageBytes: 1_000_000,
+      servedModel: "iris",
+    });
+    const other = served.decode(json(IRIS_REQUEST), { "x-request-id": "r", "mlserver-model": "churn" });
+    expect(other).toMatchObject({ ok: false, code: "MODEL_MISMATCH" });
+    expect(!other.ok && other.message).toContain('names model "churn"');
+    expect(!other.ok && other.message).toContain('serves "iris" (model.name)');
+    expect(served.decode(json(IRIS_REQUEST), { "x-request-id": "r", "mlserver-model": "iris" }).ok).toBe(
+      true,
+    );
+    // Without the header (Seldon routes by topic), any request goes.
+    expect(served.decode(json(IRIS_REQUEST), { "x-request-id": "r" }).ok).toBe(true);
+  });
+
   it("names what is wrong, never the payload", () => {
     expect(failure(IRIS_REQUEST).code).toBe("MISSING_ID");
     expect(failure({ id: "x", inputs: [] }).message).toMatch(/non-empty array/);
