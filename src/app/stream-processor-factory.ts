@@ -85,7 +85,10 @@ export function createStreamProcessor(
         topic: tp.topic,
         partition: tp.partition,
         events: o.events,
-        commitIntervalMs: o.commitIntervalMs,
+        // Backfill results need no online visibility: fewer, larger transactions (docs/lanes.md).
+        commitIntervalMs: o.backfillTopics.includes(tp.topic)
+          ? o.backfillCommitIntervalMs
+          : o.commitIntervalMs,
         maxTransactionRecords: o.maxTransactionRecords,
         maxTransactionBytes: o.maxTransactionBytes,
         deadLetterTopic: o.deadLetterTopic,

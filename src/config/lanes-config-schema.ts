@@ -16,6 +16,12 @@ export const lanesSchema = z
       .describe(
         "Online latency a reader should see (commit time − request timestamp, p99 over 3 s), ms; the backfill lane yields when the online tail nears it. auto = 1.5 × the online p99 measured while no backfill runs + 25 ms; batching.maxWaitMs + delivery.commitIntervalMs + 100 (210 with the defaults) until measured.",
       ),
+    backfillCommitIntervalMs: positiveInt()
+      .max(60_000)
+      .default(1000)
+      .describe(
+        "How often a backfill partition commits its transaction, ms (1..60000): backfill results need no 100 ms visibility, and fewer, larger transactions leave the broker to the online lane's commits. The guard spaces them further while it throttles (docs/lanes.md).",
+      ),
   })
   .describe("How the online and backfill lanes share an instance (docs/lanes.md).");
 

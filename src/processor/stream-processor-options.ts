@@ -65,6 +65,8 @@ export interface ProcessorSettings {
   backfillGuard: boolean;
   /** Online latency target of the guard, ms, or auto (`onlineLatencyTargetMs` in config-schema.ts). */
   onlineLatencyTargetMs: number | "auto";
+  /** Commit interval of backfill partitions, ms (`commitIntervalMs` is the online lane's). */
+  backfillCommitIntervalMs: number;
 }
 
 /** Where each setting lives in the configuration (the one home of its default and rules). */
@@ -104,6 +106,7 @@ const SETTING_KEYS = {
   fallbackMaxOnlineQueue: ["fallback", "maxOnlineQueue"],
   backfillGuard: ["lanes", "guard"],
   onlineLatencyTargetMs: ["lanes", "onlineLatencyTargetMs"],
+  backfillCommitIntervalMs: ["lanes", "backfillCommitIntervalMs"],
 } as const satisfies Record<keyof ProcessorSettings, readonly [string, string]>;
 
 type SettingName = keyof typeof SETTING_KEYS;
