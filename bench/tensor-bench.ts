@@ -229,7 +229,7 @@ async function main(): Promise<void> {
     "## Tensor models (`bench/tensor-bench.ts`)",
     "",
     `Run ${new Date().toISOString()}: ${machineDescription()}; load average at start ${load0.map((x) => x.toFixed(1)).join(" / ")}. ` +
-      `${broker.note}. ${REPEATS} interleaved repeats, median (worst). The machine is shared with other agents: absolute numbers move with their load; ratios are taken within one run.`,
+      `${broker.note}. ${REPEATS} interleaved repeats, median (worst). On a shared machine absolute numbers move with the neighbours' load; ratios are taken within one run.`,
     "",
     "Raw onnxruntime-node, one session, one intra-op thread, rows/s:",
     "",
