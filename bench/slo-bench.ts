@@ -102,58 +102,49 @@ interface Arrival {
   commitMs: number;
 }
 
-/** Results as a read_committed reader sees them: arrival (epoch ms), broker append time, count. */
+/**
+ * Results as read_committed readers see them: arrival (epoch ms), broker append time, count. One
+ * consumer per topic, as users read them: an online subscriber reads the results topic only, so its
+ * fetches never wait behind backfill results (~1 MB/s of embeddings beside a backfill). Backfill
+ * results are only counted (their id is the key), not parsed.
+ */
 class ResultReader {
   readonly seen = new Map<string, Arrival>();
-  private readonly consumer;
+  private readonly consumers;
   constructor(
     kafka: Kafka,
-    private readonly topics: string[],
+    private readonly topics: { topic: string; timing: boolean }[],
   ) {
-    this.consumer = kafka.consumer({
-      groupId: `slo-reader-${runTag}-${Math.random().toString(36).slice(2, 8)}`,
-      readUncommitted: false,
-      maxWaitTimeInMs: 20,
-    });
+    this.consumers = topics.map(() =>
+      kafka.consumer({
+        groupId: `slo-reader-${runTag}-${Math.random().toString(36).slice(2, 8)}`,
+        readUncommitted: false,
+        maxWaitTimeInMs: 20,
+      }),
+    );
   }
   async start(): Promise<void> {
-    await this.consumer.connect();
-    for (const topic of this.topics) await this.consumer.subscribe({ topic, fromBeginning: true });
-    await this.consumer.run({
-      autoCommit: false,
-      eachBatch: async ({ batch }) => {
-        const at = Date.now();
-        for (const m of batch.messages) {
-          const id = m.key?.toString();
-          if (!id || !m.value) continue;
-          const prior = this.seen.get(id);
-          if (prior) {
-            prior.count++;
-            continue;
+    for (const [i, consumer] of this.consumers.entries()) {
+      const { topic, timing } = this.topics[i] as { topic: string; timing: boolean };
+      await consumer.connect();
+      await consumer.subscribe({ topic, fromBeginning: true });
+      await consumer.run({
+        autoCommit: false,
+        eachBatch: async ({ batch }) => {
+          const at = Date.now();
+          for (const m of batch.messages) {
+            const id = m.key?.toString();
+            if (!id || !m.value) continue;
+            const prior = this.seen.get(id);
+            if (prior) {
+              prior.count++;
+              continue;
+            }
+            this.seen.set(id, timing ? arrival(at, m.value) : { ...NO_TIMING, arrivedMs: at });
           }
-          let t: { requestTimestamp?: number; queueMs?: number; inferenceMs?: number; completedAt?: number } =
-            {};
-          try {
-            t = JSON.parse(m.value.toString()).timing ?? {};
-          } catch {
-            // not a JSON result
-          }
-          const appendedMs = Number(t.requestTimestamp);
-          const queueMs = Number(t.queueMs);
-          const inferenceMs = Number(t.inferenceMs);
-          const completedAt = Number(t.completedAt);
-          this.seen.set(id, {
-            arrivedMs: at,
-            appendedMs,
-            count: 1,
-            intakeMs: completedAt - appendedMs - queueMs - inferenceMs,
-            queueMs,
-            inferenceMs,
-            commitMs: at - completedAt,
-          });
-        }
-      },
-    });
+        },
+      });
+    }
   }
   count(prefix: string): number {
     let n = 0;
@@ -171,9 +162,42 @@ class ResultReader {
   entries(prefix: string) {
     return [...this.seen].filter(([k]) => k.startsWith(prefix)).map(([, v]) => v);
   }
-  stop(): Promise<void> {
-    return this.consumer.disconnect();
+  async stop(): Promise<void> {
+    await Promise.all(this.consumers.map((c) => c.disconnect()));
   }
+}
+
+const NO_TIMING: Arrival = {
+  arrivedMs: 0,
+  appendedMs: Number.NaN,
+  count: 1,
+  intakeMs: Number.NaN,
+  queueMs: Number.NaN,
+  inferenceMs: Number.NaN,
+  commitMs: Number.NaN,
+};
+
+/** An online result's arrival with the parts of its latency, from the result's own `timing`. */
+function arrival(at: number, value: Buffer): Arrival {
+  let t: { requestTimestamp?: number; queueMs?: number; inferenceMs?: number; completedAt?: number } = {};
+  try {
+    t = JSON.parse(value.toString()).timing ?? {};
+  } catch {
+    // not a JSON result
+  }
+  const appendedMs = Number(t.requestTimestamp);
+  const queueMs = Number(t.queueMs);
+  const inferenceMs = Number(t.inferenceMs);
+  const completedAt = Number(t.completedAt);
+  return {
+    arrivedMs: at,
+    appendedMs,
+    count: 1,
+    intakeMs: completedAt - appendedMs - queueMs - inferenceMs,
+    queueMs,
+    inferenceMs,
+    commitMs: at - completedAt,
+  };
 }
 
 /** Open-loop constant-rate sends of paragraphs until `stop()` says so or `maxSeconds` pass. */
@@ -378,7 +402,10 @@ async function main(): Promise<void> {
         );
         log(`${mode} (${variant.label}), ${n} instance(s): starting sluice serve`);
         const serving = await startServing(configPath, n, variant.guard, dir);
-        const reader = new ResultReader(kafka, [results, backfillResults]);
+        const reader = new ResultReader(kafka, [
+          { topic: results, timing: true },
+          { topic: backfillResults, timing: false },
+        ]);
         await reader.start();
         try {
           // Warm-up: the model, the producers' transactions and the reader's fetch loop.
