@@ -4,7 +4,7 @@ import { PartitionCommitter } from "../delivery/partition-committer.js";
 import { fallbackPolicyFor } from "../fallback/fallback-policy.js";
 import { FallbackRules } from "../fallback/fallback-rules.js";
 import { ConsumerLoop } from "../kafka/consumer-loop.js";
-import { errorChain } from "../kafka/kafka-failure.js";
+import { mayBeMissingTopic } from "../kafka/kafka-failure.js";
 import { MAX_SEND_BYTES } from "../kafka/record-collector.js";
 import { KafkaRestoreSources } from "../kafka/restore-sources.js";
 import { createResultPublisher } from "../kafka/result-publisher.js";
@@ -147,13 +147,4 @@ export function createStreamProcessor(
       (path) => FallbackRules.load(path),
     ),
   });
-}
-
-/** "This server does not host this topic-partition": a topic that is missing, or a leader moving. */
-function mayBeMissingTopic(error: unknown): boolean {
-  return errorChain(error).some(
-    (e) =>
-      (e as { type?: unknown }).type === "UNKNOWN_TOPIC_OR_PARTITION" ||
-      /does not host this topic-partition/i.test(String((e as { message?: unknown }).message ?? "")),
-  );
 }

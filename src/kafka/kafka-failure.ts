@@ -324,3 +324,12 @@ export function errorChain(error: unknown): unknown[] {
   }
   return out;
 }
+
+/** "This server does not host this topic-partition": a topic that is missing, or a leader moving. */
+export function mayBeMissingTopic(error: unknown): boolean {
+  return errorChain(error).some(
+    (e) =>
+      (e as { type?: unknown }).type === "UNKNOWN_TOPIC_OR_PARTITION" ||
+      /does not host this topic-partition/i.test(String((e as { message?: unknown }).message ?? "")),
+  );
+}

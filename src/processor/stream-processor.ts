@@ -75,7 +75,7 @@ export class StreamProcessor {
   /** Records fetched but not started when the stop began (left to the next owner). */
   private leftToNextOwner = 0;
   private fatalHandler: ((error: SluiceError) => void) | undefined;
-  /** A partition stopped for good (halt): told once. */
+  /** A partition stopped for good (TOPIC_MISSING): told once. */
   private halted = false;
   /** Between REBALANCING and the next assignment: a fenced partition's reclaim waits for the assignment. */
   private rebalancing = false;
@@ -316,10 +316,7 @@ export class StreamProcessor {
       },
       // Only the task's current committer may reset it; a late failure of a replaced one is moot.
       onFailure: (error) => {
-        if (created === undefined || task.committer !== created) return;
-        // A topic the committer writes does not exist: retrying cannot help (docs/processor.md).
-        if (error.code === "TOPIC_MISSING") this.halt(task, error);
-        else this.reset(task, error);
+        if (created !== undefined && task.committer === created) this.reset(task, error);
       },
       ...(task.lane === "backfill" && this.throttle
         ? { commitShare: () => this.throttle?.commitShare ?? 1 }
@@ -328,26 +325,24 @@ export class StreamProcessor {
     return created;
   }
 
-  /** Voids in-flight work of a task and stops it for good: the processor cannot continue (onFatal). */
-  private halt(task: PartitionTask, error: SluiceError): void {
+  /**
+   * Voids in-flight work of a task and reclaims it from its committed offset; a missing output topic
+   * (TOPIC_MISSING) cannot be retried away, so that task stays paused and onFatal is told once.
+   */
+  private reset(task: PartitionTask, error: SluiceError): void {
     if (this.stopping || task.state === "revoked" || task.state === "closed") return;
     task.reset();
     this.dispatcher.drop((item) => item.task === task);
     this.safePause([task.tp]);
-    if (!this.halted) this.fatal(error);
-    this.halted = true;
-  }
-
-  /** Voids in-flight work of a task and reclaims it from its committed offset. */
-  private reset(task: PartitionTask, error: SluiceError): void {
-    if (this.stopping || task.state === "revoked" || task.state === "closed") return;
+    if (error.code === "TOPIC_MISSING") {
+      if (!this.halted) this.fatal(error);
+      this.halted = true;
+      return;
+    }
     this.deps.log.warn(
       { ...task.tp, code: error.code, err: error.message },
       "partition reset: dropping in-flight work and reclaiming from the committed offset",
     );
-    task.reset();
-    this.dispatcher.drop((item) => item.task === task);
-    this.safePause([task.tp]);
     const generation = task.generation;
     const reclaim = () => {
       if (task.isRestoring(generation) && !this.stopping)
