@@ -4,20 +4,46 @@
  * Run `npx depcruise src bench test --config .dependency-cruiser.cjs --output-type err-long` for the
  * reasoning behind each violation.
  */
-/** A rule named `name`: the room `src/<room>` imports nothing of ours but its own folder and the `allowed` rooms. */
-function importsOnly(name, room, allowed, comment) {
+/**
+ * A rule named `name`: the room `src/<room>` imports nothing of ours but its own folder, the `allowed`
+ * rooms and the `allowedFiles` (paths under src/, such as "sluice-error.ts").
+ */
+function importsOnly(name, room, allowed, comment, allowedFiles = []) {
+  const files = allowedFiles.map((f) => `^src/${f.replace(".", "[.]")}$`);
   return {
     name,
     severity: "error",
     comment,
     from: { path: `^src/${room}/` },
-    to: { path: "^src/", pathNot: `^src/(${[room, ...allowed].join("|")})/` },
+    to: { path: "^src/", pathNot: [`^src/(${[room, ...allowed].join("|")})/`, ...files] },
   };
+}
+
+/**
+ * The rooms of src/kafka, lowest first: a room imports only the rooms before it, so the kafkajs
+ * corrections (protocol) and the client stand alone and the write path never depends on the backfill
+ * adapters. (probes reads through `read`, so it comes after it; runs writes through `write`.)
+ */
+const KAFKA_ROOMS = ["protocol", "client", "read", "write", "probes", "runs"];
+
+function kafkaRoomRules() {
+  return KAFKA_ROOMS.slice(0, -1).map((room, i) => ({
+    name: `kafka-${room}-below-${KAFKA_ROOMS.slice(i + 1).join("-")}`,
+    severity: "error",
+    comment:
+      `src/kafka/${room} imports none of the rooms above it (${KAFKA_ROOMS.slice(i + 1).join(", ")}): ` +
+      "protocol (kafkajs corrections) < client (connection, security, logs, failures, admin) < read (the consumer " +
+      "loop and bounded readers) < write (the one transactional write path and its users) < probes " +
+      "(observability's broker reads) < runs (backfill run adapters).",
+    from: { path: `^src/kafka/${room}/` },
+    to: { path: `^src/kafka/(${KAFKA_ROOMS.slice(i + 1).join("|")})/` },
+  }));
 }
 
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
   forbidden: [
+    ...kafkaRoomRules(),
     {
       name: "no-circular",
       severity: "error",
@@ -52,16 +78,32 @@ module.exports = {
         "every room may depend on it, so it depends on none.",
     ),
     importsOnly(
+      "time-stands-alone",
+      "time",
+      [],
+      "src/time (the Clock seam: now and timers, faked in tests) imports nothing of ours: the micro-batcher, the " +
+        "committer and the guard all take it.",
+    ),
+    importsOnly(
       "microbatch-sees-only-contracts",
       "microbatch",
+      ["contracts", "time"],
+      "src/microbatch (the micro-batcher: the lane policy, LaneBatcher) is pure batching logic; it may use " +
+        "the contracts' types (Lane) and the Clock seam (src/time) and nothing else of ours.",
+    ),
+    importsOnly(
+      "runs-are-shared-bookkeeping",
+      "runs",
       ["contracts"],
-      "src/microbatch (the micro-batcher: the lane policy, LaneBatcher, clock) is pure batching logic; it may use " +
-        "the contracts' types (Lane) and nothing else of ours.",
+      "src/runs (what the offline batch job and backfill runs share: row sources, provenance, cost, part names, " +
+        "atomic files) imports only the contracts (and src/sluice-error.ts): batch/ and backfill/ build on it, never " +
+        "the other way round.",
+      ["sluice-error.ts"],
     ),
     importsOnly(
       "events-are-a-contract",
       "events",
-      ["contracts", "microbatch"],
+      ["contracts", "microbatch", "time"],
       "src/events (the typed event bus and its payloads) is imported by the stages that emit and by observability " +
         "that listens, so it may import only contracts and the micro-batcher's types.",
     ),

@@ -1,6 +1,6 @@
 /**
  * Batch-mode efficiency: rows/s of `sluice batch` (file → JSONL parts, with hashing, manifest and
- * checkpoints) divided by the raw model rows/s on the same texts and the same ModelRunner. Goal ≥ 0.9.
+ * checkpoints) divided by the raw model rows/s on the same texts and the same TextModelRunner. Goal ≥ 0.9.
  * Measures, never asserts. Writes its section of BENCHMARKS.md between the bench:batch markers.
  *
  *   npm run bench:batch     # BENCH_ROWS (default 2000), BENCH_BATCH_SIZE (default 32), BENCH_REPS (default 3)
@@ -10,10 +10,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { batchModelOptions } from "../src/app/batch-runtime.js";
 import { BatchJob } from "../src/batch/batch-job.js";
-import { FileSource } from "../src/batch/file-source.js";
 import { PartFileSink } from "../src/batch/part-file-sink.js";
 import { loadConfig } from "../src/config/index.js";
-import { ModelRunner } from "../src/model/model-runner.js";
+import { TextModelRunner } from "../src/model/text-model-runner.js";
+import { FileSource } from "../src/runs/file-source.js";
 import { loadCorpus } from "./corpus.js";
 import { machineDescription, writeBenchmarkSection } from "./report.js";
 
@@ -39,7 +39,7 @@ async function measure(fn: () => Promise<void>): Promise<Measurement> {
   return { rowsPerSec: (rows * 1000) / ms, rowsPerCpuSec: rows / cpuSec };
 }
 
-function rawRun(model: ModelRunner, texts: string[]): Promise<Measurement> {
+function rawRun(model: TextModelRunner, texts: string[]): Promise<Measurement> {
   const batches: string[][] = [];
   for (let i = 0; i < texts.length; i += batchSize) batches.push(texts.slice(i, i + batchSize));
   return measure(async () => {
@@ -53,7 +53,7 @@ function rawRun(model: ModelRunner, texts: string[]): Promise<Measurement> {
 }
 
 function batchRun(
-  model: ModelRunner,
+  model: TextModelRunner,
   input: string,
   out: string,
   sortByLength: boolean,
@@ -79,7 +79,7 @@ function batchRun(
 }
 
 const config = loadConfig();
-const model = await ModelRunner.create(await batchModelOptions(config));
+const model = await TextModelRunner.create(await batchModelOptions(config));
 const dir = await mkdtemp(join(tmpdir(), "sluice-batch-bench-"));
 try {
   const texts = loadCorpus(rows);
@@ -113,7 +113,7 @@ ${machineDescription()}, ${new Date().toISOString().slice(0, 10)}. Median of ${r
 
 | Run | rows/s | ÷ raw | rows/CPU-s | ÷ raw |
 |---|---:|---:|---:|---:|
-${row("raw `ModelRunner.run`, input order", "raw")}
+${row("raw `TextModelRunner.run`, input order", "raw")}
 ${row("`sluice batch` file → JSONL parts, length-sorted shards (default)", "sorted")}
 ${row("`sluice batch`, no shard sort", "unsorted")}
 

@@ -4,10 +4,10 @@
  * online load exceeds capacity. One run, the default model, real texts (`loadCorpus`), a real broker
  * (KAFKA_BROKERS, or the project's LocalBroker started here). Measures, never asserts.
  *
- *  0. Slice bound (no Kafka): a single online `ModelRunner.run` issued while a backfill batch of
+ *  0. Slice bound (no Kafka): a single online `TextModelRunner.run` issued while a backfill batch of
  *     2 × maxBatchSize rows runs waits for the ORT calls already running, not for the whole batch:
  *     its latency, against the same call on an idle model and the backfill batch's own duration.
- *  1. Raw model: `ModelRunner.run` closed loop, maxBatchSize items per call, maxInFlightBatches calls.
+ *  1. Raw model: `TextModelRunner.run` closed loop, maxBatchSize items per call, maxInFlightBatches calls.
  *  2. Backfill alone: a pre-produced backlog on the backfill topic drained by an in-process
  *     StreamProcessor (`sluice serve` defaults, `topics.backfill` set), rows/s between the 10 % and
  *     the 90 % result. This rate is the instance's saturation rate.
@@ -35,12 +35,12 @@ import { loadConfig } from "../src/config/index.js";
 import { RUN_ID_HEADER } from "../src/contracts/lane.js";
 import { encodeRequest } from "../src/contracts/request-codec.js";
 import { SluiceEvents } from "../src/events/sluice-events.js";
-import { fixAbortedTransactionOrder } from "../src/kafka/aborted-transaction-order.js";
-import { RunManifestStore } from "../src/kafka/run-manifest-store.js";
-import { ensureTopics } from "../src/kafka/topic-admin.js";
+import { ensureTopics } from "../src/kafka/client/topic-admin.js";
+import { fixAbortedTransactionOrder } from "../src/kafka/protocol/aborted-transaction-order.js";
+import { RunManifestStore } from "../src/kafka/runs/run-manifest-store.js";
 import type { ItemOutcome, ModelPort, ModelRunOptions } from "../src/model/model-port.js";
-import { ModelRunner } from "../src/model/model-runner.js";
 import { modelRunnerOptionsFromConfig } from "../src/model/model-runner-config.js";
+import { TextModelRunner } from "../src/model/text-model-runner.js";
 import { resolveWorkerCount } from "../src/model/worker-count.js";
 import { processorOptionsFromConfig } from "../src/processor/stream-processor-options.js";
 import { ArrivalReader } from "./arrival-reader.js";
@@ -103,7 +103,7 @@ async function main(): Promise<void> {
   const modelOptions = await modelRunnerOptionsFromConfig(config, (l) =>
     process.stderr.write(`[model] ${l}\n`),
   );
-  const runner = await ModelRunner.create(modelOptions);
+  const runner = await TextModelRunner.create(modelOptions);
   const texts = loadCorpus(Math.max(ROWS, RAW_ITEMS, 1000));
   const text = (i: number) => texts[i % texts.length] as string;
   const batchSize = config.batching.maxBatchSize;

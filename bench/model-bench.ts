@@ -1,5 +1,5 @@
 /**
- * Model benchmark (`npm run bench:model`): throughput and per-batch latency of ModelRunner on the real
+ * Model benchmark (`npm run bench:model`): throughput and per-batch latency of TextModelRunner on the real
  * default model over ≥1,000 human-written sentences, padding efficiency with and without length
  * bucketing, and main-thread event-loop delay during continuous inference. Measures; never asserts.
  * Closed loop (next batch when the previous returns): this is the model's capacity, not a latency SLO.
@@ -11,7 +11,7 @@ import { monitorEventLoopDelay } from "node:perf_hooks";
 import { type ModelSettingsInput, modelSettings } from "../src/config/model-settings.js";
 import { planSubBatches } from "../src/model/batch-planner.js";
 import { ensureDefaultModel } from "../src/model/default-model.js";
-import { ModelRunner } from "../src/model/model-runner.js";
+import { TextModelRunner } from "../src/model/text-model-runner.js";
 import { TextTokenizer } from "../src/model/text-tokenizer.js";
 import { loadCorpus } from "./corpus.js";
 import { machineDescription, percentile, writeBenchmarkSection } from "./report.js";
@@ -56,7 +56,7 @@ class Cell {
     readonly batchSize: number,
   ) {}
 
-  async round(runner: ModelRunner, texts: string[]): Promise<void> {
+  async round(runner: TextModelRunner, texts: string[]): Promise<void> {
     await runner.run(texts.slice(0, this.batchSize)); // warm-up: first-call allocations
     this.loop.enable();
     const started = performance.now();
@@ -162,7 +162,7 @@ async function main(): Promise<void> {
   ];
   const idleLoopP99 = await idleLoopDelayP99Ms(3000);
   log(`idle event-loop delay p99 ${fmt(idleLoopP99)} ms`);
-  const runners = await Promise.all(configs.map((c) => ModelRunner.create(modelSettings(c.options))));
+  const runners = await Promise.all(configs.map((c) => TextModelRunner.create(modelSettings(c.options))));
   const version = runners[0]!.identity.version;
   const cells = configs.map((c) => c.sizes.map((size) => new Cell(c.label, size)));
   const slice = Math.ceil(texts.length / ROUNDS);

@@ -6,7 +6,7 @@
  *  1. Sustained throughput: a pre-produced backlog drained by an in-process StreamProcessor (config
  *     defaults of `sluice serve`), results/s between the first and the last result a read_committed
  *     reader sees; transactions on, then off (at-least-once).
- *  2. Raw model: `ModelRunner.run` in a closed loop over the same texts at the mean batch size the
+ *  2. Raw model: `TextModelRunner.run` in a closed loop over the same texts at the mean batch size the
  *     transactional run reached, with as many batches in flight as the processor allows. Measured twice
  *     (after the transactional drain and after the baseline) to bracket machine drift.
  *  3. Per-message baseline: a kafkajs `eachMessage` consumer that runs the model on one record and
@@ -34,12 +34,12 @@ import { encodeRequest, RequestDecoder } from "../src/contracts/request-codec.js
 import { ResultEncoder } from "../src/contracts/result-codec.js";
 import { routeOutcome } from "../src/delivery/result-builder.js";
 import { SluiceEvents } from "../src/events/sluice-events.js";
-import { fixAbortedTransactionOrder } from "../src/kafka/aborted-transaction-order.js";
-import { changelogTopicFor, ensureTopics } from "../src/kafka/topic-admin.js";
+import { changelogTopicFor, ensureTopics } from "../src/kafka/client/topic-admin.js";
+import { fixAbortedTransactionOrder } from "../src/kafka/protocol/aborted-transaction-order.js";
 import type { ModelPort } from "../src/model/model-port.js";
-import { ModelRunner } from "../src/model/model-runner.js";
 import { modelRunnerOptionsFromConfig } from "../src/model/model-runner-config.js";
 import { NoopModel } from "../src/model/noop-model.js";
+import { TextModelRunner } from "../src/model/text-model-runner.js";
 import { processorOptionsFromConfig } from "../src/processor/stream-processor-options.js";
 import { ArrivalReader } from "./arrival-reader.js";
 import { benchBroker } from "./bench-broker.js";
@@ -144,7 +144,7 @@ async function main(): Promise<void> {
   const kafka = new Kafka({ clientId: "pipeline-bench", brokers, logLevel: logLevel.NOTHING });
   fixAbortedTransactionOrder();
   const config = loadConfig();
-  const runner = await ModelRunner.create(
+  const runner = await TextModelRunner.create(
     await modelRunnerOptionsFromConfig(config, (line) => process.stderr.write(`[model] ${line}\n`)),
   );
   const noop = new NoopModel();
@@ -597,7 +597,7 @@ treat differences under ~20 % between runs as noise. ${r.startedAt.toISOString()
 *Whole drain* = results ÷ (last result seen by a read_committed reader − the moment the consumer owned its
 partitions: group joined and, for Sluice, dedup state restored). *Sustained* = results per second between
 the arrival of the 10 % and of the 90 % result (start-up ramp and the final commit excluded); the ratios
-use it. Raw = \`ModelRunner.run\`
+use it. Raw = \`TextModelRunner.run\`
 closed loop over the same texts at batch ${r.rawBatch} (the mean batch the transactional run reached),
 ${c.batching.maxInFlightBatches} calls in flight: ${r.raws.map((x) => `${f1(x.perSec)} (machine CPU busy ${pct(x.machineBusy)})`).join(" and ")} items/s, mean ${f1(r.rawPerSec)}; measured after the
 transactional drain and after the baseline. Per CPU-s = results per CPU-second of the benchmark process

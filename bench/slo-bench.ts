@@ -35,7 +35,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Kafka, logLevel, type Producer } from "kafkajs";
 import { encodeRequest } from "../src/contracts/request-codec.js";
-import { fixAbortedTransactionOrder } from "../src/kafka/aborted-transaction-order.js";
+import { fixAbortedTransactionOrder } from "../src/kafka/protocol/aborted-transaction-order.js";
 import { benchBroker } from "./bench-broker.js";
 import { loadParagraphs } from "./corpus.js";
 import { machineDescription, percentile, writeBenchmarkSection } from "./report.js";

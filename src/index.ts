@@ -22,5 +22,5 @@ export { decodeResult } from "./contracts/result-codec.js";
  * transactions abort out of order (which fencing causes). Call this once before consuming Sluice's
  * results topic with kafkajs. Other Kafka clients (Java, librdkafka/kcat) are not affected.
  */
-export { fixAbortedTransactionOrder } from "./kafka/aborted-transaction-order.js";
+export { fixAbortedTransactionOrder } from "./kafka/protocol/aborted-transaction-order.js";
 export { isSluiceError, SluiceError, type SluiceErrorCode } from "./sluice-error.js";

@@ -9,7 +9,7 @@ export type SluiceErrorCode =
   | "BROKER_UNAVAILABLE"
   | "BROKER_START_FAILED"
   | "GROUP_NOT_FOUND"
-  // secured Kafka (src/kafka/kafka-failure.ts classifies kafkajs errors into these)
+  // secured Kafka (src/kafka/client/kafka-failure.ts classifies kafkajs errors into these)
   | "AUTHENTICATION_FAILED"
   | "AUTHORIZATION_FAILED"
   | "TLS_FAILED"

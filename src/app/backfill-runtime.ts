@@ -1,18 +1,18 @@
 import { readFile } from "node:fs/promises";
 import { BackfillSubmission, type SubmissionSummary } from "../backfill/backfill-submission.js";
-import { sumRunCostShares } from "../backfill/run-cost-total.js";
 import { type ExportSummary, exportRun } from "../backfill/run-export.js";
 import { assertRunId, type RunManifest, unknownRun } from "../backfill/run-manifest.js";
 import { type RunStatusReport, summarizeRun } from "../backfill/run-outcomes.js";
-import { type RunCost, runCost } from "../batch/run-cost.js";
-import { hashConfig, sluiceBuild } from "../batch/run-provenance.js";
 import { backfillResultsTopic, type SluiceConfig } from "../config/config-schema.js";
-import { KafkaRunWriter } from "../kafka/backfill-run-writer.js";
-import { createKafka } from "../kafka/kafka-client.js";
-import { RunManifestStore } from "../kafka/run-manifest-store.js";
-import { RunOutcomeReader } from "../kafka/run-outcome-reader.js";
+import { createKafka } from "../kafka/client/kafka-client.js";
+import { KafkaRunWriter } from "../kafka/runs/backfill-run-writer.js";
+import { RunManifestStore } from "../kafka/runs/run-manifest-store.js";
+import { RunOutcomeReader } from "../kafka/runs/run-outcome-reader.js";
 import { fingerprintModel } from "../model/model-fingerprint.js";
 import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
+import { type RunCost, runCost } from "../runs/run-cost.js";
+import { sumRunCostShares } from "../runs/run-cost-total.js";
+import { hashConfig, sluiceBuild } from "../runs/run-provenance.js";
 import { SluiceError } from "../sluice-error.js";
 import { modelOutputSettings } from "./model-output-settings.js";
 import { type BatchSourceRequest, createBatchSource } from "./run-source.js";
@@ -148,7 +148,7 @@ function outcomeReader(config: SluiceConfig): RunOutcomeReader {
 }
 
 /**
- * The version results of this configuration will carry (the same fingerprint `ModelRunner` reports),
+ * The version results of this configuration will carry (the same fingerprint `TextModelRunner` reports),
  * recorded in the manifest so `status` can flag results from another model. The default model is
  * fetched once if absent, as `serve` would; a model that cannot be read gives null (unknown).
  */

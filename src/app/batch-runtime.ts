@@ -6,8 +6,8 @@ import type { BatchSink } from "../batch/batch-sink.js";
 import { PartFileSink } from "../batch/part-file-sink.js";
 import type { SluiceConfig } from "../config/config-schema.js";
 import type { ModelSettings } from "../config/model-settings.js";
-import { createKafka } from "../kafka/kafka-client.js";
-import { KafkaTopicSink } from "../kafka/kafka-topic-sink.js";
+import { createKafka } from "../kafka/client/kafka-client.js";
+import { KafkaTopicSink } from "../kafka/write/kafka-topic-sink.js";
 import { loadModel } from "../model/model-loader.js";
 import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
 import { resolveWorkerCount } from "../model/worker-count.js";
@@ -129,7 +129,7 @@ export async function createBatchRuntime(
 }
 
 /**
- * Same mapping as `sluice serve` (config `model` section → ModelRunner options), with model-fetch lines
+ * Same mapping as `sluice serve` (config `model` section → TextModelRunner options), with model-fetch lines
  * on stderr; shared by `sluice batch`, `sluice plan --measure` and the batch benchmark.
  */
 export function batchModelOptions(config: SluiceConfig): Promise<ModelSettings> {

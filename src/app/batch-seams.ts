@@ -1,5 +1,5 @@
 import type { BatchSink } from "../batch/batch-sink.js";
-import type { BatchSource } from "../batch/batch-source.js";
+import type { RowSource } from "../runs/row-source.js";
 
 /**
  * Test seams of the batch composition root (DESIGN.md §6.11). Production never sets them, and no flag,
@@ -10,7 +10,7 @@ import type { BatchSource } from "../batch/batch-source.js";
  */
 export interface BatchSeams {
   /** Decorates the input source (e.g. marks chosen rows as failed). */
-  wrapSource?(source: BatchSource): BatchSource;
+  wrapSource?(source: RowSource): RowSource;
   /** Decorates the output sink (e.g. pauses before each shard is written, so a test can kill the run). */
   wrapSink?(sink: BatchSink): BatchSink;
   /** Topic outputs: runs inside each shard's transaction, after the last send and before the commit. */

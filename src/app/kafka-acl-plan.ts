@@ -1,12 +1,12 @@
 import { backfillResultsTopic, type SluiceConfig } from "../config/config-schema.js";
-import { RESTORE_GROUP_PREFIX } from "../kafka/changelog-reader.js";
-import type { KafkaOperation, KafkaResourceType } from "../kafka/kafka-failure.js";
-import { BATCH_GROUP_PREFIX } from "../kafka/kafka-range-reader.js";
-import { TIMESTAMP_PROBE_GROUP_PREFIX } from "../kafka/kafka-record-timestamp-reader.js";
-import { BATCH_TRANSACTIONAL_ID_PREFIX } from "../kafka/kafka-topic-sink.js";
-import { resultTransactionalIdPrefix } from "../kafka/result-publisher.js";
-import { BACKFILL_GROUP_PREFIX, BACKFILL_TRANSACTIONAL_ID_PREFIX } from "../kafka/run-manifest-store.js";
-import { changelogTopicFor } from "../kafka/topic-admin.js";
+import type { KafkaOperation, KafkaResourceType } from "../kafka/client/kafka-failure.js";
+import { changelogTopicFor } from "../kafka/client/topic-admin.js";
+import { TIMESTAMP_PROBE_GROUP_PREFIX } from "../kafka/probes/kafka-record-timestamp-reader.js";
+import { RESTORE_GROUP_PREFIX } from "../kafka/read/changelog-reader.js";
+import { BATCH_GROUP_PREFIX } from "../kafka/read/kafka-range-reader.js";
+import { BACKFILL_GROUP_PREFIX, BACKFILL_TRANSACTIONAL_ID_PREFIX } from "../kafka/runs/run-manifest-store.js";
+import { BATCH_TRANSACTIONAL_ID_PREFIX } from "../kafka/write/kafka-topic-sink.js";
+import { resultTransactionalIdPrefix } from "../kafka/write/result-publisher.js";
 
 /** One ALLOW ACL a Sluice command needs. */
 export interface AclEntry {

@@ -1,15 +1,15 @@
-import type { BatchSource } from "../batch/batch-source.js";
-import type { FeatureColumns } from "../batch/feature-rows.js";
-import { FileSource, fileFormatOf } from "../batch/file-source.js";
 import type { SluiceConfig } from "../config/config-schema.js";
 import { RequestDecoder } from "../contracts/request-codec.js";
-import { createKafka } from "../kafka/kafka-client.js";
-import { KafkaRangeSource } from "../kafka/kafka-range-source.js";
+import { createKafka } from "../kafka/client/kafka-client.js";
+import { KafkaRangeSource } from "../kafka/read/kafka-range-source.js";
+import type { FeatureColumns } from "../runs/feature-rows.js";
+import { FileSource, fileFormatOf } from "../runs/file-source.js";
+import type { RowSource } from "../runs/row-source.js";
 import { SluiceError } from "../sluice-error.js";
 
 /*
  * The input side of a run, shared by the batch and backfill composition roots (a root imports no other
- * root): `--input` becomes a BatchSource, and the input settings its manifest records.
+ * root): `--input` becomes a RowSource, and the input settings its manifest records.
  */
 
 /** The input rows of a batch or backfill run: a file, or a topic range (`kafka:TOPIC`). */
@@ -26,7 +26,7 @@ export interface BatchSourceRequest {
   features?: string[];
   /** The model input `features` feed (`--feature-input`). */
   featureInput?: string;
-  /** Topic inputs only: range start and (exclusive) end specs (src/batch/offset-spec.ts). */
+  /** Topic inputs only: range start and (exclusive) end specs (src/runs/offset-spec.ts). */
   from?: string;
   to?: string;
 }
@@ -52,7 +52,7 @@ export function createBatchSource(
   config: SluiceConfig,
   request: BatchSourceRequest,
   decoder?: RequestDecoder,
-): { source: BatchSource; inputSettings: InputSettings } {
+): { source: RowSource; inputSettings: InputSettings } {
   const idField = request.idField ?? config.batch.idField;
   const textField = request.textField ?? config.batch.textField;
   const inputTopic = kafkaTopic(request.input, "--input");

@@ -2,19 +2,19 @@ import type { Kafka } from "kafkajs";
 import type { Logger } from "pino";
 import { backfillResultsTopic, type SluiceConfig } from "../config/config-schema.js";
 import { SluiceEvents } from "../events/sluice-events.js";
-import { createKafka } from "../kafka/kafka-client.js";
-import { KafkaGroupOffsetsReader } from "../kafka/kafka-group-offsets-reader.js";
-import { KafkaHeartbeatSink } from "../kafka/kafka-heartbeat-sink.js";
-import { kafkaLagReaders } from "../kafka/kafka-lag-readers.js";
-import { RunManifestFeed } from "../kafka/run-manifest-feed.js";
-import { RunManifestStore } from "../kafka/run-manifest-store.js";
-import { ensureTopics } from "../kafka/topic-admin.js";
+import { createKafka } from "../kafka/client/kafka-client.js";
+import { ensureTopics } from "../kafka/client/topic-admin.js";
+import { KafkaGroupOffsetsReader } from "../kafka/probes/kafka-group-offsets-reader.js";
+import { kafkaLagReaders } from "../kafka/probes/kafka-lag-readers.js";
+import { RunManifestFeed } from "../kafka/runs/run-manifest-feed.js";
+import { RunManifestStore } from "../kafka/runs/run-manifest-store.js";
+import { KafkaHeartbeatSink } from "../kafka/write/kafka-heartbeat-sink.js";
 import { type LoadedModel, loadModel } from "../model/model-loader.js";
 import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
 import { BackfillRunBoard } from "../observability/backfill-run-board.js";
 import { BatchLog } from "../observability/batch-log.js";
 import { DeadLetterLog } from "../observability/dead-letter-log.js";
-import { FreshnessHeartbeat } from "../observability/freshness-heartbeat.js";
+import { HeartbeatPublisher } from "../observability/heartbeat-publisher.js";
 import { InFlightRecords } from "../observability/in-flight-records.js";
 import { LagMonitor } from "../observability/lag-monitor.js";
 import { LifecycleLog } from "../observability/lifecycle-log.js";
@@ -188,7 +188,7 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
   });
 
   // Subscribes to partition/transaction/lag events, so it must exist before the processor starts.
-  const heartbeat = new FreshnessHeartbeat({
+  const heartbeat = new HeartbeatPublisher({
     sink: new KafkaHeartbeatSink(kafka, { topic: config.topics.freshness }),
     events,
     groupId: config.consumer.groupId,

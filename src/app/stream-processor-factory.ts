@@ -3,13 +3,12 @@ import { CompletionBuilder } from "../delivery/completion-builder.js";
 import { PartitionCommitter } from "../delivery/partition-committer.js";
 import { fallbackPolicyFor } from "../fallback/fallback-policy.js";
 import { FallbackRules } from "../fallback/fallback-rules.js";
-import { ConsumerLoop } from "../kafka/consumer-loop.js";
-import { mayBeMissingTopic } from "../kafka/kafka-failure.js";
-import { MAX_SEND_BYTES } from "../kafka/record-collector.js";
-import { KafkaRestoreSources } from "../kafka/restore-sources.js";
-import { createResultPublisher } from "../kafka/result-publisher.js";
-import { assertOutputTopics, changelogTopicFor, type OutputTopic } from "../kafka/topic-admin.js";
-import { systemClock } from "../microbatch/batcher-clock.js";
+import { mayBeMissingTopic } from "../kafka/client/kafka-failure.js";
+import { assertOutputTopics, changelogTopicFor, type OutputTopic } from "../kafka/client/topic-admin.js";
+import { ConsumerLoop } from "../kafka/read/consumer-loop.js";
+import { KafkaRestoreSources } from "../kafka/read/restore-sources.js";
+import { MAX_SEND_BYTES } from "../kafka/write/record-collector.js";
+import { createResultPublisher } from "../kafka/write/result-publisher.js";
 import { PartitionRestorer } from "../processor/partition-restorer.js";
 import type { CommitterFactory } from "../processor/processor-ports.js";
 import { StreamProcessor } from "../processor/stream-processor.js";
@@ -18,6 +17,7 @@ import {
   type StreamProcessorOptions,
 } from "../processor/stream-processor-options.js";
 import { isAccessFailure, isSluiceError, type SluiceError } from "../sluice-error.js";
+import { systemClock } from "../time/clock.js";
 
 /**
  * Wires a StreamProcessor to Kafka: options validated once (through the config schema), then the

@@ -1,7 +1,7 @@
-import type { BatchSource } from "../batch/batch-source.js";
 import type { Codec } from "../contracts/codec.js";
 import { RUN_ID_HEADER } from "../contracts/lane.js";
 import { encodeRequest } from "../contracts/request-codec.js";
+import type { RowSource } from "../runs/row-source.js";
 import {
   asSubmitted,
   assertSameSubmission,
@@ -24,7 +24,7 @@ export interface BackfillRecord {
 }
 
 /**
- * The transactional writer of one run (a Kafka adapter: src/kafka/backfill-run-writer.ts). Its
+ * The transactional writer of one run (a Kafka adapter: src/kafka/runs/backfill-run-writer.ts). Its
  * transactional id is derived from the run id, so opening it fences any earlier submitter of the run
  * and aborts that submitter's open transaction; only then is the last committed manifest read.
  */
@@ -44,7 +44,7 @@ export interface RunWriter {
 }
 
 export interface BackfillSubmissionOptions {
-  source: BatchSource;
+  source: RowSource;
   writer: RunWriter;
   /** Manifest fields of a new run (identity of what and where; the input comes from the source). */
   run: Pick<RunManifest, "runId" | "sluice" | "topics" | "model" | "config" | "configHash">;

@@ -1,10 +1,10 @@
 import { mkdir, readdir, readFile, rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import { AtomicFileWriter, TEMP_SUFFIX, writeFileAtomic } from "../batch/atomic-file.js";
-import { partFileName, partName } from "../batch/part-name.js";
-import type { RunCost } from "../batch/run-cost.js";
-import type { RunProvenance } from "../batch/run-provenance.js";
 import type { InferenceResult } from "../contracts/inference.js";
+import { AtomicFileWriter, TEMP_SUFFIX, writeFileAtomic } from "../runs/atomic-file.js";
+import { partFileName, partName } from "../runs/part-name.js";
+import type { RunCost } from "../runs/run-cost.js";
+import type { RunProvenance } from "../runs/run-provenance.js";
 import { SluiceError } from "../sluice-error.js";
 import type { ExpectedModel, RunManifest } from "./run-manifest.js";
 import {

@@ -3,7 +3,7 @@ import {
   type InputDescription,
   inputChange,
   type RunProvenance,
-} from "../batch/run-provenance.js";
+} from "../runs/run-provenance.js";
 import { SluiceError } from "../sluice-error.js";
 
 /**

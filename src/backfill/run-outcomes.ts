@@ -1,5 +1,5 @@
-import type { RunCost } from "../batch/run-cost.js";
 import type { InferenceResult } from "../contracts/inference.js";
+import type { RunCost } from "../runs/run-cost.js";
 import type { RunManifest } from "./run-manifest.js";
 
 /** A row of the run as it sits on the backfill topic. */

@@ -1,6 +1,9 @@
 import { resolve } from "node:path";
 import type { SluiceEvents } from "../events/sluice-events.js";
 import type { ModelPort } from "../model/model-port.js";
+import type { RowSource } from "../runs/row-source.js";
+import { addRunCostCounts, type CostPrices, type RunCostCounts, runCost } from "../runs/run-cost.js";
+import { hashConfig, sluiceBuild } from "../runs/run-provenance.js";
 import { SluiceError } from "../sluice-error.js";
 import {
   assertSameRun,
@@ -16,11 +19,8 @@ import {
 import type { BatchProgressSink } from "./batch-progress-sink.js";
 import { type BatchRunSummary, summarizeBatchRun } from "./batch-run-summary.js";
 import type { BatchSink } from "./batch-sink.js";
-import type { BatchSource } from "./batch-source.js";
 import { FailureLedger } from "./failure-ledger.js";
-import { addRunCostCounts, type CostPrices, type RunCostCounts, runCost } from "./run-cost.js";
 import { RunLock } from "./run-lock.js";
-import { hashConfig, sluiceBuild } from "./run-provenance.js";
 import { runShardLoop, type ShardLoopResult, type ShardUnit } from "./shard-loop.js";
 import { mainPass, retryPass, retryRoundToRun, type ShardPass } from "./shard-pass.js";
 import { ShardScorer } from "./shard-scorer.js";
@@ -32,7 +32,7 @@ export type BatchRunMode = "resume" | "new-run" | "retry-failed";
  * configuration and the CLI flags, which hold the defaults (docs/batch-mode.md); the job has none.
  */
 export interface BatchJobOptions {
-  source: BatchSource;
+  source: RowSource;
   sink: BatchSink;
   model: ModelPort;
   /** Directory of manifest.json, failures.jsonl and failures/ (for file outputs: the output dir). */

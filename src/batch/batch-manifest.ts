@@ -1,11 +1,11 @@
 import { randomBytes } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
+import { writeFileAtomic } from "../runs/atomic-file.js";
+import type { RunCost, RunCostCounts } from "../runs/run-cost.js";
+import { changedConfigKeys, inputChange, type RunProvenance } from "../runs/run-provenance.js";
 import { SluiceError } from "../sluice-error.js";
-import { writeFileAtomic } from "./atomic-file.js";
 import type { InFlightShard } from "./batch-sink.js";
-import type { RunCost, RunCostCounts } from "./run-cost.js";
-import { changedConfigKeys, inputChange, type RunProvenance } from "./run-provenance.js";
 
 /**
  * `manifest.json`: what a batch run read, with which model and config, and which shards are done.

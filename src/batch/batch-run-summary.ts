@@ -1,5 +1,5 @@
+import { formatRunCost } from "../runs/run-cost.js";
 import type { BatchRunCost, RunTotals } from "./batch-manifest.js";
-import { formatRunCost } from "./run-cost.js";
 
 /** What one `BatchJob.run()` did, and the run's totals so far. */
 export interface BatchRunSummary {

@@ -1,5 +1,5 @@
+import type { CostPrices } from "../runs/run-cost.js";
 import { SluiceError } from "../sluice-error.js";
-import type { CostPrices } from "./run-cost.js";
 
 const money = (x: number): string => (x >= 1 ? x.toFixed(2) : x.toPrecision(3));
 

@@ -1,9 +1,9 @@
 import { mkdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { writeFileAtomic } from "./atomic-file.js";
+import { writeFileAtomic } from "../runs/atomic-file.js";
+import { partFileName } from "../runs/part-name.js";
 import { type BatchManifest, openFailureShards, type ShardRecord } from "./batch-manifest.js";
 import type { FailureRecord } from "./batch-sink.js";
-import { partFileName } from "./part-name.js";
 
 /** Every open failure once, by row, regenerated at the end of every invocation. */
 export const FAILURES_FILE = "failures.jsonl";

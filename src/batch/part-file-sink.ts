@@ -2,9 +2,9 @@ import { createHash } from "node:crypto";
 import { mkdir, readdir, rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import avro from "avsc";
-import { AtomicFileWriter, TEMP_SUFFIX } from "./atomic-file.js";
+import { AtomicFileWriter, TEMP_SUFFIX } from "../runs/atomic-file.js";
+import { partFileName } from "../runs/part-name.js";
 import type { BatchResultRow, BatchSink } from "./batch-sink.js";
-import { partFileName } from "./part-name.js";
 
 export type PartFormat = "jsonl" | "avro";
 
@@ -41,7 +41,7 @@ export const BATCH_RESULT_AVRO_SCHEMA = {
         "null",
         {
           type: "record",
-          name: "BatchSource",
+          name: "RowSource",
           fields: [
             { name: "topic", type: "string" },
             { name: "partition", type: "int" },

@@ -1,5 +1,5 @@
+import type { SourceRow } from "../runs/row-source.js";
 import type { ShardRecord } from "./batch-manifest.js";
-import type { BatchItem } from "./batch-source.js";
 import type { ShardPass } from "./shard-pass.js";
 
 /** One unit of a pass, ready to score and write. */
@@ -8,13 +8,13 @@ export interface ShardUnit {
   /** Rows (main pass) or positions in the round's failure list (retry round), `[rowStart, rowEnd)`. */
   rowStart: number;
   rowEnd: number;
-  items: BatchItem[];
+  items: SourceRow[];
 }
 
 /** What the loop needs from its owner (DESIGN.md §6.17): rows, a way to finish a unit, a stop flag. */
 export interface ShardLoopContext {
   /** The input's rows in order, from the start (a fresh iterator per call). */
-  items(): AsyncIterable<BatchItem>;
+  items(): AsyncIterable<SourceRow>;
   /** Scores and writes one unit and records it in the pass's `records`; resolves once it is durable. */
   processShard(unit: ShardUnit): Promise<ShardRecord>;
   /** True once the owner asked to stop; checked between units, after at least one was written. */
@@ -47,7 +47,7 @@ export async function runShardLoop(
   let shards = 0;
   let rowsRead = 0;
   let current = -1;
-  let pending: BatchItem[] = [];
+  let pending: SourceRow[] = [];
   const flush = async () => {
     if (pending.length === 0) return;
     const rowStart = current * shardSize;

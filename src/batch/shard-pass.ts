@@ -1,9 +1,9 @@
+import { partName, retryPartName } from "../runs/part-name.js";
+import type { SourceRow } from "../runs/row-source.js";
+import type { InputDescription } from "../runs/run-provenance.js";
 import { SluiceError } from "../sluice-error.js";
 import type { BatchManifest, RetryRound, ShardRecord } from "./batch-manifest.js";
 import type { FailureRecord } from "./batch-sink.js";
-import type { BatchItem } from "./batch-source.js";
-import { partName, retryPartName } from "./part-name.js";
-import type { InputDescription } from "./run-provenance.js";
 
 /**
  * One pass over the input, cut into units of at most `shardSize` rows: the main pass (every row, unit
@@ -20,7 +20,7 @@ export interface ShardPass {
   readonly totalRows: number | null;
   readonly doneRows: number;
   /** The unit an input row belongs to; null when the row is not part of this pass. */
-  unitOf(item: BatchItem): number | null;
+  unitOf(item: SourceRow): number | null;
   /** The unit's part name (also the stem of its part and failure files). */
   nameOf(unit: number): string;
   /** Records in the manifest that every unit is done; `rowsRead` counts every row the source gave. */

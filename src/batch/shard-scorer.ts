@@ -1,9 +1,9 @@
 import type { SluiceEvents } from "../events/sluice-events.js";
 import { InFlightRunner } from "../microbatch/in-flight-runner.js";
 import { type ItemOutcome, type ModelPort, modelInputOf, runBatch } from "../model/model-port.js";
+import type { SourceRow } from "../runs/row-source.js";
 import type { BatchProgressSink } from "./batch-progress-sink.js";
 import type { BatchResultRow, FailureRecord } from "./batch-sink.js";
-import type { BatchItem } from "./batch-source.js";
 
 export interface ShardScorerOptions {
   model: ModelPort;
@@ -34,9 +34,9 @@ export class ShardScorer {
 
   constructor(private readonly opts: ShardScorerOptions) {}
 
-  async score(items: readonly BatchItem[]): Promise<ScoredShard> {
+  async score(items: readonly SourceRow[]): Promise<ScoredShard> {
     const failures: FailureRecord[] = [];
-    const runnable: BatchItem[] = [];
+    const runnable: SourceRow[] = [];
     for (const item of items) {
       if (item.error) failures.push({ id: item.id, row: item.row, ...item.error });
       else runnable.push(item);
@@ -68,7 +68,7 @@ export class ShardScorer {
   }
 
   /** One outcome per item, in input order. */
-  private async infer(items: readonly BatchItem[]): Promise<ItemOutcome[]> {
+  private async infer(items: readonly SourceRow[]): Promise<ItemOutcome[]> {
     const outcomes: ItemOutcome[] = new Array(items.length);
     if (items.length === 0) return outcomes;
     const { model, batchSize } = this.opts;

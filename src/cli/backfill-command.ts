@@ -1,7 +1,7 @@
 import type { Command } from "commander";
 import { backfillStatus, exportBackfill, submitBackfill } from "../app/backfill-runtime.js";
-import { splitRangeSpec } from "../batch/offset-spec.js";
-import { formatRunCost } from "../batch/run-cost.js";
+import { splitRangeSpec } from "../runs/offset-spec.js";
+import { formatRunCost } from "../runs/run-cost.js";
 import { SluiceError } from "../sluice-error.js";
 import { BackfillStatusView } from "./backfill-status-view.js";
 import { featureRequest, intOption } from "./batch-command.js";

@@ -1,6 +1,6 @@
 import cliProgress from "cli-progress";
 import type { RunStatusReport } from "../backfill/run-outcomes.js";
-import { formatRunCost } from "../batch/run-cost.js";
+import { formatRunCost } from "../runs/run-cost.js";
 
 /**
  * How `sluice backfill status` shows a run: a cli-progress bar on a terminal (kept and updated with

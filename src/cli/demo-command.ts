@@ -6,7 +6,7 @@ import type { SluiceConfig } from "../config/config-schema.js";
 import { encodeRequest } from "../contracts/request-codec.js";
 import { decodeResult } from "../contracts/result-codec.js";
 import { LocalBroker } from "../devtools/local-broker.js";
-import { createKafka } from "../kafka/kafka-client.js";
+import { createKafka } from "../kafka/client/kafka-client.js";
 import { createLogger } from "../observability/logger.js";
 import { SluiceError } from "../sluice-error.js";
 import { loadCommandConfig } from "./config-command.js";

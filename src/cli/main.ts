@@ -1,7 +1,7 @@
 import { Command } from "commander";
 import { packageVersion } from "../config/project-paths.js";
-import { kafkaFailure } from "../kafka/kafka-failure.js";
-import { ignoreKafkajsNegativeTimeoutWarning } from "../kafka/kafkajs-timeout-warning.js";
+import { kafkaFailure } from "../kafka/client/kafka-failure.js";
+import { ignoreKafkajsNegativeTimeoutWarning } from "../kafka/client/kafkajs-timeout-warning.js";
 import { isSluiceError } from "../sluice-error.js";
 import * as aclsCommand from "./acls-command.js";
 import * as backfillCommand from "./backfill-command.js";

@@ -2,7 +2,7 @@ import type { Command } from "commander";
 import { batchModelOptions } from "../app/batch-runtime.js";
 import { formatCapacityPlan, parseDurationMs, planCapacity } from "../batch/capacity-plan.js";
 import type { ModelSettings } from "../config/model-settings.js";
-import { ModelRunner } from "../model/model-runner.js";
+import { TextModelRunner } from "../model/text-model-runner.js";
 import { SluiceError } from "../sluice-error.js";
 import { loadCommandConfig } from "./config-command.js";
 
@@ -103,7 +103,7 @@ async function measureItemsPerSec(
   batchSize: number,
   durationMs: number,
 ): Promise<{ itemsPerSec: number; items: number; ms: number; cpuMs: number }> {
-  const model = await ModelRunner.create(settings);
+  const model = await TextModelRunner.create(settings);
   try {
     const texts = sampleTexts(batchSize * 8);
     await model.run(texts.slice(0, batchSize)); // warm-up: session init and first-run allocations

@@ -1,9 +1,9 @@
 import type { Command } from "commander";
 import { formatStatusTable } from "../app/group-status-table.js";
 import { envNameFor } from "../config/env-overrides.js";
-import { describeConsumerGroup } from "../kafka/consumer-group-state.js";
-import { createKafka } from "../kafka/kafka-client.js";
-import { kafkaLagReaders } from "../kafka/kafka-lag-readers.js";
+import { createKafka } from "../kafka/client/kafka-client.js";
+import { describeConsumerGroup } from "../kafka/probes/consumer-group-state.js";
+import { kafkaLagReaders } from "../kafka/probes/kafka-lag-readers.js";
 import { type GroupStatus, readGroupStatus } from "../observability/group-status.js";
 import { SluiceError } from "../sluice-error.js";
 import { loadCommandConfig } from "./config-command.js";

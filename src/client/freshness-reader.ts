@@ -4,9 +4,9 @@ import {
   decodeHeartbeat,
   type FreshnessHeartbeat,
 } from "../contracts/freshness-heartbeat.js";
-import { createKafkaFromClientConfig } from "../kafka/kafka-client.js";
-import { type KafkaAccess, kafkaFailure } from "../kafka/kafka-failure.js";
-import { type RangeReader, scanPartitionRanges } from "../kafka/partition-range-scan.js";
+import { createKafkaFromClientConfig } from "../kafka/client/kafka-client.js";
+import { type KafkaAccess, kafkaFailure } from "../kafka/client/kafka-failure.js";
+import { type RangeReader, scanPartitionRanges } from "../kafka/read/partition-range-scan.js";
 import { SluiceError } from "../sluice-error.js";
 
 export type { FreshnessHeartbeat } from "../contracts/freshness-heartbeat.js";

@@ -1,7 +1,7 @@
 import { encodeRunCostShare, type RunCostShare, runCostShareKey } from "../contracts/run-cost-share.js";
 import type { SluiceEvents } from "../events/sluice-events.js";
-import type { BatcherClock } from "../microbatch/batcher-clock.js";
 import { SluiceError } from "../sluice-error.js";
+import type { Clock } from "../time/clock.js";
 import { withoutPayload } from "./completion-builder.js";
 import { type CommittableRange, OffsetTracker } from "./offset-tracker.js";
 import { completionBytes, type OutboundMessage, type RecordCompletion } from "./outbound-message.js";
@@ -12,7 +12,7 @@ import { completionBytes, type OutboundMessage, type RecordCompletion } from "./
  * `require_stable` (v7+, KIP-447), and the group coordinator materialises a committed transaction's
  * offsets asynchronously, so right after fencing the previous owner an OffsetFetch may still return
  * the older offset. The changelog is read `read_committed` after the fence, when the commit marker is
- * already in that partition, so this record is always current (src/kafka/changelog-reader.ts). 0xFF
+ * already in that partition, so this record is always current (src/kafka/read/changelog-reader.ts). 0xFF
  * never occurs in UTF-8, so the key cannot collide with a request id.
  */
 export const OFFSET_CHECKPOINT_KEY: Buffer = Buffer.concat([
@@ -32,7 +32,7 @@ export interface PublishUnit {
 }
 
 /**
- * How a `PartitionCommitter` makes a unit visible (src/kafka/result-publisher.ts: in a Kafka
+ * How a `PartitionCommitter` makes a unit visible (src/kafka/write/result-publisher.ts: in a Kafka
  * transaction, or at least once). Implementations throw a classified `SluiceError` (PRODUCER_FENCED,
  * TRANSACTION_FAILED or PUBLISH_FAILED) and are not used again after a throw, except
  * PUBLISH_TOO_LARGE: the broker refused a record or batch as too large, the unit was aborted
@@ -91,7 +91,7 @@ export interface PartitionCommitterOptions {
 
 /**
  * Commits the outputs of one input partition with its consumer offset through a `ResultPublisher`
- * (in Kafka transactions, or at least once; src/kafka/result-publisher.ts). Transport-free: this
+ * (in Kafka transactions, or at least once; src/kafka/write/result-publisher.ts). Transport-free: this
  * class owns the rules both modes share, tested with a fake publisher and a fake clock:
  * - only the contiguous completed prefix is committed (OffsetTracker);
  * - cadence: every `commitIntervalMs`, at once when a transaction's worth (records or bytes) waits,
@@ -106,7 +106,7 @@ export interface PartitionCommitterOptions {
  * - events: `transaction.finished` per unit and `record.outcome` per committed record.
  *
  * The publisher is made (and, with transactions, has fenced the partition's previous owner) before
- * the committer, by src/kafka/partition-committer-factory.ts.
+ * the committer, by the committer factory in src/app/stream-processor-factory.ts.
  */
 export class PartitionCommitter {
   readonly topic: string;
@@ -117,7 +117,7 @@ export class PartitionCommitter {
   private readonly maxTransactionBytes: number;
   private readonly tracker = new OffsetTracker<RecordCompletion>();
   private readonly publisher: ResultPublisher;
-  private readonly clock: BatcherClock;
+  private readonly clock: Clock;
   /** Records handed to the transaction being published (not yet committed). */
   private inTransaction = 0;
   /** Completed since the last take: an early commit starts when they would fill a transaction. */
@@ -131,7 +131,7 @@ export class PartitionCommitter {
   private closed: Promise<void> | undefined;
 
   /** Starts the commit cadence at once; `close()` stops it. */
-  constructor(opts: PartitionCommitterOptions, publisher: ResultPublisher, clock: BatcherClock) {
+  constructor(opts: PartitionCommitterOptions, publisher: ResultPublisher, clock: Clock) {
     this.opts = opts;
     this.topic = opts.topic;
     this.partition = opts.partition;

@@ -84,7 +84,7 @@ export interface SluiceEventMap {
     allowance: number;
     estimateMs?: number;
     targetMs: number;
-    backfillShare: number;
+    backfillModelShare: number;
     transition?: "engaged" | "released" | "unmeetable";
   };
   /** One LagMonitor sample of a consumer group, read from the broker (see docs/observability.md). */

@@ -1,4 +1,4 @@
-/** The timer half of a batcher's clock (`BatcherClock` fits). */
+/** The timer half of a batcher's clock (`Clock` fits). */
 export interface TimerClock {
   setTimeout(fn: () => void, ms: number): unknown;
   clearTimeout(handle: unknown): void;

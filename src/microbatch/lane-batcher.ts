@@ -1,4 +1,5 @@
 import type { Lane } from "../contracts/lane.js";
+import { type Clock, systemClock } from "../time/clock.js";
 import {
   type BatchPolicyOptions,
   decideLanes,
@@ -6,7 +7,6 @@ import {
   type QueueState,
   validateBatchPolicyOptions,
 } from "./batch-policy.js";
-import { type BatcherClock, systemClock } from "./batcher-clock.js";
 import { FlushTimer } from "./flush-timer.js";
 
 /** A batch of one lane. */
@@ -39,7 +39,7 @@ export interface LaneBatcherOptions<T> {
   onlineSlots: number;
   /** Most backfill batches handed out and not yet `done("backfill")`. Positive integer (`batching.maxInFlightBatches`). */
   backfillSlots: number;
-  clock?: BatcherClock;
+  clock?: Clock;
   /** Runs synchronously and must not throw (the items have left the queue). */
   onBatch: (batch: LaneBatch<T>) => void;
 }
@@ -166,7 +166,7 @@ class LaneQueue<T> {
  */
 export class LaneBatcher<T> {
   private readonly policy: Required<BatchPolicyOptions>;
-  private readonly clock: BatcherClock;
+  private readonly clock: Clock;
   private readonly onBatch: (batch: LaneBatch<T>) => void;
   private readonly slots: Record<Lane, number>;
   private readonly running: Record<Lane, number> = { online: 0, backfill: 0 };

@@ -2,7 +2,7 @@ import type { ModelIdentity } from "../contracts/inference.js";
 import type { ModelTask } from "./model-port.js";
 import type { FeedNames, TensorInfo } from "./worker-protocol.js";
 
-/** What a loaded model is and how Sluice feeds it: `ModelRunner.description`, printed by `sluice model info`. */
+/** What a loaded model is and how Sluice feeds it: `TextModelRunner.description`, printed by `sluice model info`. */
 export interface ModelDescription {
   identity: ModelIdentity;
   task: ModelTask;

@@ -3,7 +3,7 @@ import type { Lane } from "../contracts/lane.js";
 import type { ThreadCpuSource } from "./thread-cpu-clock.js";
 
 /**
- * What the streaming processor and batch mode need from a model. `ModelRunner` (worker pool over
+ * What the streaming processor and batch mode need from a model. `TextModelRunner` (worker pool over
  * onnxruntime-node) implements it; tests may pass a tiny generated model through the same class.
  */
 export type ModelTask = "embedding" | "classification" | "tensor";

@@ -19,7 +19,7 @@ const CONFIG_SETTINGS: ModelFileSettings = {
 
 /**
  * The one mapping from the configuration's `model` section (and `batching.bucketing`) to the
- * `ModelRunner` settings, used by every command that runs a model: `serve`, `batch`, backfill,
+ * `TextModelRunner` settings, used by every command that runs a model: `serve`, `batch`, backfill,
  * `plan --measure`, `infer`, `model info` (their flags are configuration overrides) and the benches.
  * Every `model` key passes through unchanged except `path`/`tokenizerPath`, which become the resolved
  * files; with no `model.path`, the default model is fetched (or found in `models/`). `backfillLane`

@@ -15,7 +15,7 @@ export interface PartitionOffsets {
 
 /**
  * Port: a consumer group's position on its topics, read from the broker. The Kafka implementation
- * is `KafkaGroupOffsetsReader` (src/kafka/kafka-group-offsets-reader.ts). Failures are SluiceErrors:
+ * is `KafkaGroupOffsetsReader` (src/kafka/probes/kafka-group-offsets-reader.ts). Failures are SluiceErrors:
  * an access failure (`isAccessFailure`) or BROKER_UNAVAILABLE (retriable).
  */
 export interface GroupOffsetsReader {

@@ -1,8 +1,8 @@
 import type { FreshnessHeartbeat } from "../contracts/freshness-heartbeat.js";
 
 /**
- * Port: where `FreshnessHeartbeat` publishes its beats. The Kafka implementation is
- * `KafkaHeartbeatSink` (src/kafka/kafka-heartbeat-sink.ts): the freshness topic, one Avro record per
+ * Port: where `HeartbeatPublisher` publishes its beats. The Kafka implementation is
+ * `KafkaHeartbeatSink` (src/kafka/write/kafka-heartbeat-sink.ts): the freshness topic, one Avro record per
  * beat. Failures are SluiceErrors (an access failure, or BROKER_UNAVAILABLE) or the transport's own.
  */
 export interface HeartbeatSink {

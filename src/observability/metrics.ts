@@ -279,7 +279,7 @@ export class SluiceMetrics {
         const g = this.guard;
         g.allowance.set(e.allowance);
         g.target.set(e.targetMs / 1000);
-        g.backfillShare.set(e.backfillShare);
+        g.backfillModelShare.set(e.backfillModelShare);
         if (e.estimateMs !== undefined) g.estimate.set(e.estimateMs / 1000);
         else g.estimate.reset();
         if (e.transition !== undefined) g.transitions.inc({ transition: e.transition });
@@ -365,7 +365,7 @@ interface GuardMetrics {
   allowance: Gauge;
   estimate: Gauge;
   target: Gauge;
-  backfillShare: Gauge;
+  backfillModelShare: Gauge;
   transitions: Counter<"transition">;
 }
 
@@ -386,7 +386,7 @@ function guardMetrics(registers: Registry[]): GuardMetrics {
       help: "lanes.onlineLatencyTargetMs, seconds.",
       registers,
     }),
-    backfillShare: new Gauge({
+    backfillModelShare: new Gauge({
       name: "sluice_backfill_model_share_ratio",
       help: "The backfill lane's share of the model's busy time over the guard's 3 s window (0..1).",
       registers,

@@ -38,7 +38,7 @@ export interface ProbeResult {
 /**
  * Port: reads the timestamps of individual records around offsets, as a `read_committed` consumer
  * sees them (transaction markers and aborted records are not data records). The Kafka
- * implementation is `KafkaRecordTimestampReader` (src/kafka/kafka-record-timestamp-reader.ts).
+ * implementation is `KafkaRecordTimestampReader` (src/kafka/probes/kafka-record-timestamp-reader.ts).
  */
 export interface RecordTimestampReader {
   /**

@@ -69,7 +69,7 @@ export interface GuardState {
   /** The target in force (auto: learned; see `GuardTarget`). */
   targetMs: number;
   /** The backfill lane's share of the model's busy time over the window (0..1). */
-  backfillShare: number;
+  backfillModelShare: number;
   transition?: GuardTransition;
 }
 
@@ -187,7 +187,7 @@ export class BackfillGuard {
       allowance: this.allowanceValue,
       estimateMs,
       targetMs: target,
-      backfillShare: this.backfillShare(nowMs),
+      backfillModelShare: this.backfillModelShare(nowMs),
     };
     const transition = this.transition(decreased, nowMs, estimateMs);
     if (transition !== undefined) state.transition = transition;
@@ -237,7 +237,7 @@ export class BackfillGuard {
       this.currentTargetMs = GUARD.autoFactor * this.baselineMs + GUARD.autoMarginMs;
   }
 
-  private backfillShare(nowMs: number): number {
+  private backfillModelShare(nowMs: number): number {
     const backfill = this.modelTime.backfill.sum(nowMs);
     const total = backfill + this.modelTime.online.sum(nowMs);
     return total > 0 ? backfill / total : 0;

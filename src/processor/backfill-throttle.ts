@@ -1,5 +1,5 @@
 import type { SluiceEvents } from "../events/sluice-events.js";
-import type { BatcherClock } from "../microbatch/batcher-clock.js";
+import type { Clock } from "../time/clock.js";
 import {
   BackfillGuard,
   type BackfillLimits,
@@ -14,7 +14,7 @@ export interface BackfillThrottleContext {
   target: GuardTarget;
   maxInFlightBatches: number;
   events: SluiceEvents;
-  clock: BatcherClock;
+  clock: Clock;
   log: ProcessorLog;
   /** Topics of the online lane: their committed results are the guard's samples. */
   isOnlineTopic(topic: string): boolean;
@@ -98,7 +98,7 @@ export class BackfillThrottle {
       onlineP99Ms: estimateMs === undefined ? null : Math.round(estimateMs),
       targetMs: state.targetMs,
       allowance: Number(state.allowance.toFixed(3)),
-      backfillShare: Number(state.backfillShare.toFixed(3)),
+      backfillModelShare: Number(state.backfillModelShare.toFixed(3)),
     };
     if (transition === "engaged")
       this.ctx.log.info(

@@ -26,14 +26,14 @@ export interface LaneCounts {
  */
 export class LaneBackpressure {
   private readonly pausedLanes = new Set<Lane>();
-  private readonly backfillShare: number;
+  private readonly backfillQueueCap: number;
   private guardHolds = false;
 
   constructor(
     private readonly maxQueuedRecords: number,
     private readonly hasBackfill: boolean,
   ) {
-    this.backfillShare = Math.floor(maxQueuedRecords / 2);
+    this.backfillQueueCap = Math.floor(maxQueuedRecords / 2);
   }
 
   get paused(): boolean {
@@ -100,6 +100,6 @@ export class LaneBackpressure {
 
   /** What online's pause and resume look at: its own records plus backfill's, capped at its share. */
   private onlineMeasure(q: LaneCounts): number {
-    return q.online + (this.hasBackfill ? Math.min(q.backfill, this.backfillShare) : q.backfill);
+    return q.online + (this.hasBackfill ? Math.min(q.backfill, this.backfillQueueCap) : q.backfill);
   }
 }

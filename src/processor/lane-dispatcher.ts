@@ -1,14 +1,14 @@
 import type { Lane } from "../contracts/lane.js";
 import type { SluiceEventMap } from "../events/sluice-events.js";
-import type { BatcherClock } from "../microbatch/batcher-clock.js";
 import { InFlightRunner } from "../microbatch/in-flight-runner.js";
 import { type LaneBatch, LaneBatcher } from "../microbatch/lane-batcher.js";
+import type { Clock } from "../time/clock.js";
 import type { WorkItem } from "./request-intake.js";
 import type { ProcessorSettings } from "./stream-processor-options.js";
 
 export interface LaneDispatcherOptions {
   settings: Pick<ProcessorSettings, "maxBatchSize" | "maxBatchTokens" | "maxWaitMs" | "maxInFlightBatches">;
-  clock: BatcherClock;
+  clock: Clock;
   emitFlushed: (payload: SluiceEventMap["microbatch.flushed"]) => void;
   /** Runs one formed batch to its completions; must not reject (errors go to `onError`). */
   run: (batch: LaneBatch<WorkItem>) => Promise<void>;

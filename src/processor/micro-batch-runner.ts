@@ -4,9 +4,9 @@ import type { RecordCompletion } from "../delivery/outbound-message.js";
 import { expiredOutcome, type ResultOutcome } from "../delivery/result-builder.js";
 import type { SluiceEventMap, SluiceEventName } from "../events/sluice-events.js";
 import type { FallbackPolicy } from "../fallback/fallback-policy.js";
-import type { BatcherClock } from "../microbatch/batcher-clock.js";
 import type { LaneBatch } from "../microbatch/lane-batcher.js";
 import { type ModelCallStats, type ModelPort, modelInputOf, runBatch } from "../model/model-port.js";
+import type { Clock } from "../time/clock.js";
 import type { PartitionTask } from "./partition-task.js";
 import type { WorkItem } from "./request-intake.js";
 
@@ -14,7 +14,7 @@ import type { WorkItem } from "./request-intake.js";
 export interface MicroBatchRunnerContext {
   model: ModelPort;
   completions: CompletionBuilder;
-  clock: Pick<BatcherClock, "now">;
+  clock: Pick<Clock, "now">;
   /** Unset: no fallback rules (requests expire or dead-letter as without lanes). */
   fallback: FallbackPolicy | undefined;
   emit<K extends SluiceEventName>(name: K, payload: SluiceEventMap[K]): void;

@@ -93,7 +93,7 @@ export class PartitionRestorer {
         const changelog = restored.get(task);
         const stats = dedup.restore(changelog?.entries ?? [], Date.now());
         // The changelog checkpoint is the stable truth after the fence; the group's committed offset
-        // may still lag behind it (no require_stable in kafkajs, see src/kafka/changelog-reader.ts).
+        // may still lag behind it (no require_stable in kafkajs, see src/kafka/read/changelog-reader.ts).
         const groupOffset = offsets.get(task.key) as string;
         const checkpoint = changelog?.nextOffset;
         const offset =

@@ -38,7 +38,7 @@ export interface RecordSourceHandlers {
   onFatal(error: SluiceError): void;
 }
 
-/** The consumer group member (src/kafka/consumer-loop.ts). */
+/** The consumer group member (src/kafka/read/consumer-loop.ts). */
 export interface RecordSource {
   start(handlers: RecordSourceHandlers): Promise<void>;
   pause(partitions: readonly TopicPartition[]): void;
@@ -48,7 +48,7 @@ export interface RecordSource {
 }
 
 /**
- * What a PartitionTask needs of its partition's committer (src/kafka/partition-committer.ts implements it;
+ * What a PartitionTask needs of its partition's committer (src/delivery/partition-committer.ts implements it;
  * unit tests pass fakes).
  */
 export interface TaskCommitter {
@@ -77,7 +77,7 @@ export interface CommitterHooks {
 /**
  * Creates the committer of one input partition. In transactions mode this initialises the
  * partition's transactional id, which fences any previous owner: it must finish before the
- * restore reads offsets (src/kafka/partition-committer.ts).
+ * restore reads offsets (src/app/stream-processor-factory.ts builds it).
  */
 export type CommitterFactory = (
   tp: TopicPartition,

@@ -5,8 +5,8 @@ import { DECODE_STAGE_CODES, type RequestDecoder } from "../contracts/request-co
 import { type CompletionBuilder, changelogMessages } from "../delivery/completion-builder.js";
 import type { DeadLetterSource } from "../delivery/dead-letter.js";
 import type { OutboundMessage, RecordCompletion } from "../delivery/outbound-message.js";
-import type { BatcherClock } from "../microbatch/batcher-clock.js";
 import type { ModelPort } from "../model/model-port.js";
+import type { Clock } from "../time/clock.js";
 import type { PartitionTask } from "./partition-task.js";
 import type { FetchedRecord } from "./processor-ports.js";
 
@@ -38,7 +38,7 @@ export interface RequestIntakeOptions {
   decoder: RequestDecoder;
   completions: CompletionBuilder;
   model: Pick<ModelPort, "countTokens">;
-  clock: Pick<BatcherClock, "now">;
+  clock: Pick<Clock, "now">;
   /** Deadline of requests without deadlineMs: record timestamp + this, ms. */
   defaultTimeoutMs: number;
 }

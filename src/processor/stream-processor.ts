@@ -5,10 +5,10 @@ import type { CompletionBuilder } from "../delivery/completion-builder.js";
 import type { RecordCompletion } from "../delivery/outbound-message.js";
 import type { SluiceEventMap, SluiceEventName, SluiceEvents } from "../events/sluice-events.js";
 import type { FallbackPolicy } from "../fallback/fallback-policy.js";
-import type { BatcherClock } from "../microbatch/batcher-clock.js";
 import type { LaneBatch } from "../microbatch/lane-batcher.js";
 import type { ModelPort } from "../model/model-port.js";
 import { SluiceError } from "../sluice-error.js";
+import type { Clock } from "../time/clock.js";
 import type { BackfillLimits } from "./backfill-guard.js";
 import { BackfillThrottle } from "./backfill-throttle.js";
 import { LaneBackpressure, type LaneCounts } from "./lane-backpressure.js";
@@ -31,8 +31,8 @@ export interface StreamProcessorDeps {
   completions: CompletionBuilder;
   events: SluiceEvents;
   log: ProcessorLog;
-  clock: BatcherClock;
-  /** Changelog topic of a request topic (src/kafka/topic-admin.ts `changelogTopicFor`). */
+  clock: Clock;
+  /** Changelog topic of a request topic (src/kafka/client/topic-admin.ts `changelogTopicFor`). */
   changelogTopicOf: (requestTopic: string) => string;
   /** Request decoder (with registry writer schemas for avro-registry); default: built from the settings. */
   decoder?: RequestDecoder;

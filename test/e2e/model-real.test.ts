@@ -11,7 +11,7 @@ import { modelSettings } from "../../src/config/model-settings.js";
 import { DEFAULT_MODEL, type DefaultModelFiles, ensureDefaultModel } from "../../src/model/default-model.js";
 import { readZipEntry } from "../../src/model/jar-entry-reader.js";
 import type { ItemOutcome } from "../../src/model/model-port.js";
-import { ModelRunner } from "../../src/model/model-runner.js";
+import { TextModelRunner } from "../../src/model/text-model-runner.js";
 import { prefixCutIsExact, TextTokenizer } from "../../src/model/text-tokenizer.js";
 
 /**
@@ -36,7 +36,7 @@ const TEXTS = [
 ];
 
 let files: DefaultModelFiles;
-let runner: ModelRunner;
+let runner: TextModelRunner;
 
 function embedding(o: ItemOutcome | undefined): number[] {
   if (o === undefined || !o.ok || o.output.embedding === undefined)
@@ -48,7 +48,7 @@ const maxAbsDiff = (a: number[], b: number[]) => a.reduce((m, x, i) => Math.max(
 
 beforeAll(async () => {
   files = await ensureDefaultModel();
-  runner = await ModelRunner.create(
+  runner = await TextModelRunner.create(
     modelSettings({
       modelPath: files.modelPath,
       tokenizerPath: files.tokenizerPath,
@@ -132,7 +132,7 @@ describe("default model (int8 BGE-small-en-v1.5)", () => {
   it.each([true, false])(
     "itemIsolation=never, bucketing=%s: batched outputs stay within the measured int8 bound and in order",
     async (bucketing) => {
-      const r = await ModelRunner.create(
+      const r = await TextModelRunner.create(
         modelSettings({
           modelPath: files.modelPath,
           tokenizerPath: files.tokenizerPath,

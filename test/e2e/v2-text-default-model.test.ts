@@ -6,7 +6,7 @@ import { ResultEncoder } from "../../src/contracts/result-codec.js";
 import { decodeV2Response } from "../../src/contracts/v2-json-codec.js";
 import { ensureDefaultModel } from "../../src/model/default-model.js";
 import { modelInputOf } from "../../src/model/model-port.js";
-import { ModelRunner } from "../../src/model/model-runner.js";
+import { TextModelRunner } from "../../src/model/text-model-runner.js";
 import { createTopics, produceMessages, uniqueName } from "../support/kafka-harness.js";
 import { killLeftovers, type ServeProcess, serveAndRead, serveEnv } from "../support/serve-process.js";
 
@@ -15,12 +15,12 @@ import { killLeftovers, type ServeProcess, serveAndRead, serveEnv } from "../sup
 // codec, both fed to the model the way the processor feeds it (modelInputOf); and through a real
 // `sluice serve` with the V2 JSON codecs on the real broker, read at read_committed.
 const TEXT = "Kafka transactions make results visible atomically.";
-let runner: ModelRunner;
+let runner: TextModelRunner;
 const procs: ServeProcess[] = [];
 
 beforeAll(async () => {
   const files = await ensureDefaultModel();
-  runner = await ModelRunner.create(
+  runner = await TextModelRunner.create(
     modelSettings({
       modelPath: files.modelPath,
       tokenizerPath: files.tokenizerPath,

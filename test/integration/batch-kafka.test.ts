@@ -9,9 +9,9 @@ import { PartFileSink } from "../../src/batch/part-file-sink.js";
 import { modelSettings } from "../../src/config/model-settings.js";
 import { encodeRequest, RequestDecoder } from "../../src/contracts/request-codec.js";
 import { decodeResult } from "../../src/contracts/result-codec.js";
-import { KafkaRangeSource } from "../../src/kafka/kafka-range-source.js";
-import { KafkaTopicSink, SHARD_HEADER } from "../../src/kafka/kafka-topic-sink.js";
-import { ModelRunner } from "../../src/model/model-runner.js";
+import { KafkaRangeSource } from "../../src/kafka/read/kafka-range-source.js";
+import { KafkaTopicSink, SHARD_HEADER } from "../../src/kafka/write/kafka-topic-sink.js";
+import { TextModelRunner } from "../../src/model/text-model-runner.js";
 import { defaultFileSource, defaultJobOptions } from "../support/batch-defaults.js";
 import {
   committedRecords,
@@ -24,7 +24,7 @@ import {
 import { createTinyModel, TINY_VOCAB } from "../support/tiny-onnx.js";
 
 let dir: string;
-let model: ModelRunner;
+let model: TextModelRunner;
 let kafka: Kafka;
 const decoder = new RequestDecoder({ defaultCodec: "json", maxMessageBytes: 1 << 20 });
 const WORDS = TINY_VOCAB.slice(4);
@@ -34,7 +34,7 @@ const text = (i: number) =>
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "sluice-batch-kafka-"));
   const tiny = await createTinyModel(join(dir, "model"), { task: "embedding" });
-  model = await ModelRunner.create(
+  model = await TextModelRunner.create(
     modelSettings({
       modelPath: tiny.modelPath,
       tokenizerPath: tiny.tokenizerPath,

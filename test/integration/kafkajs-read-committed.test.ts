@@ -1,11 +1,11 @@
 import type { KafkaMessage, Producer, Transaction } from "kafkajs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { fixAbortedTransactionOrder } from "../../src/kafka/aborted-transaction-order.js";
+import { fixAbortedTransactionOrder } from "../../src/kafka/protocol/aborted-transaction-order.js";
 import { createTopics, testKafka, uniqueName } from "../support/kafka-harness.js";
 
 // kafkajs 2.2.4 activates at most one aborted transaction per message, so a read_committed fetch that
 // starts inside several overlapping aborted transactions delivers aborted records (see
-// src/kafka/aborted-transaction-order.ts). This builds such a log on a real broker, with committed
+// src/kafka/protocol/aborted-transaction-order.ts). This builds such a log on a real broker, with committed
 // and non-transactional records interleaved that must still be delivered, and reads it from several
 // start offsets, including one batch per fetch.
 

@@ -2,9 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readFreshness } from "../../src/client/freshness-reader.js";
 import { type FreshnessHeartbeat as Beat, decodeHeartbeat } from "../../src/contracts/freshness-heartbeat.js";
 import { SluiceEvents } from "../../src/events/sluice-events.js";
-import { KafkaHeartbeatSink } from "../../src/kafka/kafka-heartbeat-sink.js";
-import { kafkaLagReaders } from "../../src/kafka/kafka-lag-readers.js";
-import { FreshnessHeartbeat } from "../../src/observability/freshness-heartbeat.js";
+import { kafkaLagReaders } from "../../src/kafka/probes/kafka-lag-readers.js";
+import { KafkaHeartbeatSink } from "../../src/kafka/write/kafka-heartbeat-sink.js";
+import { HeartbeatPublisher } from "../../src/observability/heartbeat-publisher.js";
 import { LagMonitor } from "../../src/observability/lag-monitor.js";
 import {
   commitGroupOffsets,
@@ -41,7 +41,7 @@ async function readAllBeats(topic: string): Promise<Beat[]> {
   return beats;
 }
 
-describe("FreshnessHeartbeat against a real broker", () => {
+describe("HeartbeatPublisher against a real broker", () => {
   const input = uniqueName("obs-hb-in");
   const freshnessTopic = uniqueName("obs-hb-fresh");
   const groupId = uniqueName("obs-hb-group");
@@ -49,7 +49,7 @@ describe("FreshnessHeartbeat against a real broker", () => {
   const events = new SluiceEvents();
   const intervalMs = 300;
   const monitor = new LagMonitor({ ...kafkaLagReaders(kafka), groupId, topics: [input], events, intervalMs });
-  const heartbeat = new FreshnessHeartbeat({
+  const heartbeat = new HeartbeatPublisher({
     sink: new KafkaHeartbeatSink(kafka, { topic: freshnessTopic }),
     events,
     groupId,

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { formatStatusTable } from "../../src/app/group-status-table.js";
 import { type LagSample, SluiceEvents } from "../../src/events/sluice-events.js";
-import { kafkaLagReaders } from "../../src/kafka/kafka-lag-readers.js";
+import { kafkaLagReaders } from "../../src/kafka/probes/kafka-lag-readers.js";
 import { readGroupStatus } from "../../src/observability/group-status.js";
 import { InFlightRecords } from "../../src/observability/in-flight-records.js";
 import { LagMonitor } from "../../src/observability/lag-monitor.js";

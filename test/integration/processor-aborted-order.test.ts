@@ -1,10 +1,10 @@
 import type { KafkaMessage } from "kafkajs";
 import { describe, expect, it } from "vitest";
-import { fixAbortedTransactionOrder } from "../../src/kafka/aborted-transaction-order.js";
+import { fixAbortedTransactionOrder } from "../../src/kafka/protocol/aborted-transaction-order.js";
 import { createTopics, testKafka, uniqueName } from "../support/kafka-harness.js";
 
 // kafkajs 2.2.4 returns aborted records to read_committed consumers when transactions are aborted in
-// a different order than they started (see src/kafka/aborted-transaction-order.ts). Fencing produces
+// a different order than they started (see src/kafka/protocol/aborted-transaction-order.ts). Fencing produces
 // exactly that pattern on our output partitions.
 async function readAll(topic: string): Promise<string[]> {
   const consumer = testKafka().consumer({ groupId: uniqueName("aborted-reader"), readUncommitted: false });

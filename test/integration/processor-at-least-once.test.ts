@@ -6,9 +6,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createStreamProcessor } from "../../src/app/stream-processor-factory.js";
 import { modelSettings } from "../../src/config/model-settings.js";
 import { SluiceEvents } from "../../src/events/sluice-events.js";
-import { createResultPublisher } from "../../src/kafka/result-publisher.js";
-import { ensureTopics } from "../../src/kafka/topic-admin.js";
-import { ModelRunner } from "../../src/model/model-runner.js";
+import { ensureTopics } from "../../src/kafka/client/topic-admin.js";
+import { createResultPublisher } from "../../src/kafka/write/result-publisher.js";
+import { TextModelRunner } from "../../src/model/text-model-runner.js";
 import type { StreamProcessorOptions } from "../../src/processor/stream-processor-options.js";
 import { createTopics, produceMessages, testKafka, uniqueName } from "../support/kafka-harness.js";
 import { layoutOptions, processorLayout } from "../support/processor-layout.js";
@@ -29,7 +29,7 @@ import { createTinyModel, tinyModelEnv } from "../support/tiny-onnx.js";
 // delivery.transactions=false: idempotent producer, then consumer.commitOffsets. Real broker, tiny model.
 describe("StreamProcessor at-least-once mode (real Kafka, tiny model)", () => {
   let dir: string;
-  let model: ModelRunner;
+  let model: TextModelRunner;
   let modelEnv: Record<string, string>;
   const procs: ServeProcess[] = [];
 
@@ -37,7 +37,7 @@ describe("StreamProcessor at-least-once mode (real Kafka, tiny model)", () => {
     dir = await mkdtemp(join(tmpdir(), "sluice-alo-"));
     const tiny = await createTinyModel(dir, { task: "embedding" });
     modelEnv = tinyModelEnv(tiny);
-    model = await ModelRunner.create(
+    model = await TextModelRunner.create(
       modelSettings({
         modelPath: tiny.modelPath,
         tokenizerPath: tiny.tokenizerPath,

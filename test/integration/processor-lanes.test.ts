@@ -3,12 +3,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createStreamProcessor } from "../../src/app/stream-processor-factory.js";
-import { sumRunCostShares } from "../../src/backfill/run-cost-total.js";
 import { RUN_ID_HEADER } from "../../src/contracts/lane.js";
 import { encodeRequest } from "../../src/contracts/request-codec.js";
 import { decodeRunCostShare, type RunCostShare } from "../../src/contracts/run-cost-share.js";
 import { SluiceEvents } from "../../src/events/sluice-events.js";
-import type { ModelRunner } from "../../src/model/model-runner.js";
+import type { TextModelRunner } from "../../src/model/text-model-runner.js";
+import { sumRunCostShares } from "../../src/runs/run-cost-total.js";
 import { produceMessages, testKafka, uniqueName } from "../support/kafka-harness.js";
 import { lanesLayout } from "../support/lanes-layout.js";
 import { layoutOptions } from "../support/processor-layout.js";
@@ -33,7 +33,7 @@ default:
 // its runId), nothing is dead-lettered because the rules answer model failures.
 describe("StreamProcessor lanes and fallback (real Kafka, tiny classifier)", () => {
   let dir: string;
-  let model: ModelRunner;
+  let model: TextModelRunner;
   let rulesPath: string;
 
   beforeAll(async () => {

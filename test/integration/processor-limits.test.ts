@@ -4,7 +4,7 @@ import { encodeRequest } from "../../src/contracts/request-codec.js";
 import { OUTPUT_TOO_LARGE } from "../../src/delivery/completion-builder.js";
 import { DEAD_LETTER_HEADERS } from "../../src/delivery/dead-letter.js";
 import { SluiceEvents } from "../../src/events/sluice-events.js";
-import { changelogTopicFor, ensureTopics } from "../../src/kafka/topic-admin.js";
+import { changelogTopicFor, ensureTopics } from "../../src/kafka/client/topic-admin.js";
 import { NoopModel } from "../../src/model/noop-model.js";
 import type { StreamProcessorOptions } from "../../src/processor/stream-processor-options.js";
 import { createTopics, produceMessages, testKafka, uniqueName } from "../support/kafka-harness.js";

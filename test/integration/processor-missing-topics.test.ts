@@ -3,7 +3,7 @@ import { createStreamProcessor } from "../../src/app/stream-processor-factory.js
 import { RUN_ID_HEADER } from "../../src/contracts/lane.js";
 import { encodeRequest } from "../../src/contracts/request-codec.js";
 import { SluiceEvents } from "../../src/events/sluice-events.js";
-import { ensureTopics } from "../../src/kafka/topic-admin.js";
+import { ensureTopics } from "../../src/kafka/client/topic-admin.js";
 import type { SluiceError } from "../../src/sluice-error.js";
 import { createTopics, produceMessages, testKafka, uniqueName } from "../support/kafka-harness.js";
 import { layoutOptions, processorLayout } from "../support/processor-layout.js";

@@ -7,9 +7,9 @@ import { modelSettings } from "../../src/config/model-settings.js";
 import { encodeRequest } from "../../src/contracts/request-codec.js";
 import { decodeResult } from "../../src/contracts/result-codec.js";
 import { SluiceEvents } from "../../src/events/sluice-events.js";
-import { resultTransactionalId } from "../../src/kafka/result-publisher.js";
-import { changelogTopicFor, ensureTopics } from "../../src/kafka/topic-admin.js";
-import { ModelRunner } from "../../src/model/model-runner.js";
+import { changelogTopicFor, ensureTopics } from "../../src/kafka/client/topic-admin.js";
+import { resultTransactionalId } from "../../src/kafka/write/result-publisher.js";
+import { TextModelRunner } from "../../src/model/text-model-runner.js";
 import { produceMessages, testKafka, transactionalProducer, uniqueName } from "../support/kafka-harness.js";
 import { layoutOptions, processorLayout } from "../support/processor-layout.js";
 import { jsonRequestMessages } from "../support/request-messages.js";
@@ -21,12 +21,12 @@ import { createTinyModel, TINY_POISON_WORD } from "../support/tiny-onnx.js";
 // exercised by the e2e crash test); the mechanics under test are Kafka ones.
 describe("StreamProcessor (real Kafka, tiny model)", () => {
   let dir: string;
-  let model: ModelRunner;
+  let model: TextModelRunner;
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "sluice-proc-"));
     const tiny = await createTinyModel(dir, { task: "embedding" });
-    model = await ModelRunner.create(
+    model = await TextModelRunner.create(
       modelSettings({
         modelPath: tiny.modelPath,
         tokenizerPath: tiny.tokenizerPath,

@@ -1,10 +1,10 @@
 import { describe, expect, it } from "vitest";
 import type { OutboundMessage } from "../../src/delivery/outbound-message.js";
-import { partitionSubject } from "../../src/kafka/produce-failure.js";
+import { partitionSubject } from "../../src/kafka/write/produce-failure.js";
 import {
   TransactionalProducer,
   type TransactionalProducerOptions,
-} from "../../src/kafka/transactional-producer.js";
+} from "../../src/kafka/write/transactional-producer.js";
 import { committedRecords, createTopics, testKafka, uniqueName } from "../support/kafka-harness.js";
 
 /** The one transactional write path against the real broker: fencing, byte-bounded sends, size refusals. */

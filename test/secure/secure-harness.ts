@@ -13,7 +13,7 @@ import {
 } from "kafkajs";
 import type { AclEntry } from "../../src/app/kafka-acl-plan.js";
 import type { SecureBrokerCredentials } from "../../src/devtools/secure-broker.js";
-import { fixAbortedTransactionOrder } from "../../src/kafka/aborted-transaction-order.js";
+import { fixAbortedTransactionOrder } from "../../src/kafka/protocol/aborted-transaction-order.js";
 import { runCli } from "../support/cli-process.js";
 
 /** Where the global setup (secure-setup.ts) leaves the broker's address and credentials. */

@@ -1,6 +1,6 @@
 import type { BatchJobOptions } from "../../src/batch/batch-job.js";
-import { FileSource, type FileSourceOptions, fileFormatOf } from "../../src/batch/file-source.js";
 import { sluiceConfigSchema } from "../../src/config/index.js";
+import { FileSource, type FileSourceOptions, fileFormatOf } from "../../src/runs/file-source.js";
 
 /**
  * What `sluice batch` resolves for a default configuration and no flags, read from the config schema

@@ -1,6 +1,6 @@
 import type { BatchSeams } from "../../src/app/batch-seams.js";
 import type { BatchSink } from "../../src/batch/batch-sink.js";
-import type { BatchItem, BatchSource } from "../../src/batch/batch-source.js";
+import type { RowSource, SourceRow } from "../../src/runs/row-source.js";
 
 /** What a test asks of the batch seams; JSON, so it can cross into a CLI child process. */
 export interface BatchSeamSpec {
@@ -27,10 +27,10 @@ export function batchSeams(spec: BatchSeamSpec): BatchSeams {
  * The source's rows, with those of `ids` marked failed (INFERENCE_FAILED) so they go straight to the
  * failures, exactly as rows the model failed on; the model never sees them.
  */
-export function failingIds(source: BatchSource, ids: ReadonlySet<string>): BatchSource {
+export function failingIds(source: RowSource, ids: ReadonlySet<string>): RowSource {
   return {
     describe: (previous) => source.describe(previous),
-    async *items(): AsyncIterable<BatchItem> {
+    async *items(): AsyncIterable<SourceRow> {
       for await (const item of source.items()) {
         yield ids.has(item.id) && !item.error
           ? {

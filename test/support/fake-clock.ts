@@ -1,7 +1,7 @@
-import type { BatcherClock } from "../../src/microbatch/batcher-clock.js";
+import type { Clock } from "../../src/time/clock.js";
 
 /** Manual clock: timers fire only when the test advances time. */
-export class FakeClock implements BatcherClock {
+export class FakeClock implements Clock {
   nowMs = 1_000;
   private nextId = 1;
   readonly timers = new Map<number, { at: number; fn: () => void }>();

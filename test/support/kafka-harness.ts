@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { Kafka, type KafkaMessage, logLevel, type Message, type Producer } from "kafkajs";
 import { inject } from "vitest";
-import { fixAbortedTransactionOrder } from "../../src/kafka/aborted-transaction-order.js";
-import { readKafkaRanges } from "../../src/kafka/kafka-range-reader.js";
+import { fixAbortedTransactionOrder } from "../../src/kafka/protocol/aborted-transaction-order.js";
+import { readKafkaRanges } from "../../src/kafka/read/kafka-range-reader.js";
 
 /**
  * Integration tests get their broker from here. The vitest global setup decides where it comes
@@ -22,7 +22,7 @@ export function uniqueName(prefix: string): string {
 
 /**
  * A kafkajs client for tests, with the read_committed fix applied the way `createKafka` applies it in
- * Sluice itself (src/kafka/aborted-transaction-order.ts).
+ * Sluice itself (src/kafka/protocol/aborted-transaction-order.ts).
  */
 export function testKafka(clientId = uniqueName("test")): Kafka {
   fixAbortedTransactionOrder();

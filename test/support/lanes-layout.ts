@@ -1,6 +1,6 @@
 import type { Kafka } from "kafkajs";
-import { RunManifestStore } from "../../src/kafka/run-manifest-store.js";
-import { ensureTopics } from "../../src/kafka/topic-admin.js";
+import { ensureTopics } from "../../src/kafka/client/topic-admin.js";
+import { RunManifestStore } from "../../src/kafka/runs/run-manifest-store.js";
 import { type ProcessorLayout, processorLayout } from "./processor-layout.js";
 
 /**

@@ -3,7 +3,7 @@ import { resolve } from "node:path";
 import type { IHeaders, KafkaMessage } from "kafkajs";
 import type { InferenceResult } from "../../src/contracts/inference.js";
 import { decodeResult } from "../../src/contracts/result-codec.js";
-import { fixAbortedTransactionOrder } from "../../src/kafka/aborted-transaction-order.js";
+import { fixAbortedTransactionOrder } from "../../src/kafka/protocol/aborted-transaction-order.js";
 import { testKafka, uniqueName } from "./kafka-harness.js";
 
 /**

@@ -3,13 +3,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll } from "vitest";
 import { modelSettings } from "../../src/config/model-settings.js";
-import { ModelRunner } from "../../src/model/model-runner.js";
+import { TextModelRunner } from "../../src/model/text-model-runner.js";
 import { createTinyModel } from "./tiny-onnx.js";
 
 /** The tiny classifier (test/support/tiny-onnx.ts) written to `dir` and loaded, as the processor tests run it. */
-export async function startTinyClassifier(dir: string): Promise<ModelRunner> {
+export async function startTinyClassifier(dir: string): Promise<TextModelRunner> {
   const tiny = await createTinyModel(dir, { task: "classification" });
-  return ModelRunner.create(
+  return TextModelRunner.create(
     modelSettings({
       modelPath: tiny.modelPath,
       tokenizerPath: tiny.tokenizerPath,
@@ -24,9 +24,9 @@ export async function startTinyClassifier(dir: string): Promise<ModelRunner> {
  * One tiny classifier for the whole suite (call inside `describe`): loaded in beforeAll, closed and
  * its files removed in afterAll. The getter gives the loaded model inside the tests.
  */
-export function tinyClassifierForSuite(prefix: string): () => ModelRunner {
+export function tinyClassifierForSuite(prefix: string): () => TextModelRunner {
   let dir: string | undefined;
-  let model: ModelRunner | undefined;
+  let model: TextModelRunner | undefined;
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), prefix));
     model = await startTinyClassifier(dir);

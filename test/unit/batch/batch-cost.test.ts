@@ -5,8 +5,8 @@ import { afterAll, describe, expect, it } from "vitest";
 import { BatchJob, type BatchJobOptions } from "../../../src/batch/batch-job.js";
 import type { BatchManifest } from "../../../src/batch/batch-manifest.js";
 import { PartFileSink } from "../../../src/batch/part-file-sink.js";
-import { runCost } from "../../../src/batch/run-cost.js";
 import type { ItemOutcome, ModelPort } from "../../../src/model/model-port.js";
+import { runCost } from "../../../src/runs/run-cost.js";
 import { defaultFileSource, defaultJobOptions } from "../../support/batch-defaults.js";
 
 /** The ONNX seam: 3 tokens and 2 ms of worker CPU per item, as a real runner reports them. */

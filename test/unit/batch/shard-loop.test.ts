@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
 import type { BatchManifest, ShardRecord } from "../../../src/batch/batch-manifest.js";
 import type { FailureRecord } from "../../../src/batch/batch-sink.js";
-import type { BatchItem } from "../../../src/batch/batch-source.js";
 import { runShardLoop, type ShardUnit } from "../../../src/batch/shard-loop.js";
 import { mainPass, retryPass, retryRoundToRun, type ShardPass } from "../../../src/batch/shard-pass.js";
+import type { SourceRow } from "../../../src/runs/row-source.js";
 import { isSluiceError } from "../../../src/sluice-error.js";
 
 /** A manifest of a file input of `rows` rows, nothing done yet. */
@@ -28,16 +28,16 @@ function manifest(rows: number): BatchManifest {
   };
 }
 
-function items(n: number): BatchItem[] {
+function items(n: number): SourceRow[] {
   return Array.from({ length: n }, (_, row) => ({ row, id: `id-${row}`, text: `t${row}`, attributes: null }));
 }
 
-async function* iterate(list: readonly BatchItem[]): AsyncGenerator<BatchItem> {
+async function* iterate(list: readonly SourceRow[]): AsyncGenerator<SourceRow> {
   yield* list;
 }
 
 /** Runs the loop over `list`, recording each unit as fully ok in the pass, as BatchJob does. */
-async function run(pass: ShardPass, list: readonly BatchItem[], stopAfter = Number.POSITIVE_INFINITY) {
+async function run(pass: ShardPass, list: readonly SourceRow[], stopAfter = Number.POSITIVE_INFINITY) {
   const units: ShardUnit[] = [];
   const result = await runShardLoop(pass, 4, {
     items: () => iterate(list),

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../../src/config/config-loader.js";
-import { createKafka } from "../../../src/kafka/kafka-client.js";
+import { createKafka } from "../../../src/kafka/client/kafka-client.js";
 
 describe("createKafka", () => {
   it("is silent without a logger and accepts SASL settings", () => {

@@ -1,5 +1,4 @@
 import { describe, expect, it } from "vitest";
-import { sumRunCostShares } from "../../../src/backfill/run-cost-total.js";
 import { decodeRunCostShare, type RunCostShare } from "../../../src/contracts/run-cost-share.js";
 import type { RecordCompletion } from "../../../src/delivery/outbound-message.js";
 import {
@@ -9,6 +8,7 @@ import {
   runCostShares,
 } from "../../../src/delivery/partition-committer.js";
 import { SluiceEvents } from "../../../src/events/sluice-events.js";
+import { sumRunCostShares } from "../../../src/runs/run-cost-total.js";
 import { SluiceError } from "../../../src/sluice-error.js";
 import { FakeClock } from "../../support/fake-clock.js";
 

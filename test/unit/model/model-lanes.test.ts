@@ -4,17 +4,17 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { modelSettings } from "../../../src/config/model-settings.js";
 import { sliceSubBatches } from "../../../src/model/batch-planner.js";
-import { ModelRunner } from "../../../src/model/model-runner.js";
+import { TextModelRunner } from "../../../src/model/text-model-runner.js";
 import { resolveWorkerCount } from "../../../src/model/worker-count.js";
 import { createTinyModel } from "../../support/tiny-onnx.js";
 
 let dir: string;
-let model: ModelRunner;
+let model: TextModelRunner;
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "sluice-lanes-"));
   const files = await createTinyModel(dir, { task: "classification" });
-  model = await ModelRunner.create(
+  model = await TextModelRunner.create(
     modelSettings({
       modelPath: files.modelPath,
       tokenizerPath: files.tokenizerPath,

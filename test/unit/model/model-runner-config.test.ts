@@ -13,7 +13,7 @@ import {
 
 const schemaKeys = Object.keys(modelSchema.shape) as (keyof SluiceConfig["model"])[];
 
-describe("the one config → ModelRunner mapping", () => {
+describe("the one config → TextModelRunner mapping", () => {
   it("the fixture sets every model key to a non-default value (so the next test covers them all)", () => {
     const defaults = defaultConfig().model;
     const unset = schemaKeys.filter((k) => everyModelKey[k] === undefined);

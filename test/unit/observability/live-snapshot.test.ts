@@ -97,7 +97,12 @@ describe("LiveSnapshot", () => {
   it("uses the SLO guard's gauges and the model CPU counter when the registry has them", async () => {
     const { events, snapshot } = setup();
     // The guard's gauges exist once it has decided (guard.adjusted), as in serve with a backfill lane.
-    events.emit("guard.adjusted", { allowance: 0.5, estimateMs: 150, targetMs: 200, backfillShare: 0.4 });
+    events.emit("guard.adjusted", {
+      allowance: 0.5,
+      estimateMs: 150,
+      targetMs: 200,
+      backfillModelShare: 0.4,
+    });
     // Model CPU reaches sluice_model_cpu_seconds_total through the events, as in serve.
     const inferred = (lane: "online" | "backfill", cpuMs: number) => ({
       lane,

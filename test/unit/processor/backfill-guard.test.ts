@@ -141,8 +141,8 @@ describe("BackfillGuard (AIMD, fake clock)", () => {
     const guard = new BackfillGuard(target);
     guard.observeModel(1000, "backfill", 300);
     guard.observeModel(1100, "online", 100);
-    expect(guard.tick(1200).backfillShare).toBeCloseTo(0.75);
-    expect(guard.tick(1000 + GUARD.windowMs + 200).backfillShare).toBe(0);
+    expect(guard.tick(1200).backfillModelShare).toBeCloseTo(0.75);
+    expect(guard.tick(1000 + GUARD.windowMs + 200).backfillModelShare).toBe(0);
   });
 
   it("auto target: learned from the online tail while no backfill runs (1.5 × p99 + 25 ms), a pause re-measures it", () => {

@@ -5,7 +5,7 @@ import { RequestDecoder } from "../../../src/contracts/request-codec.js";
 import { RequestWriterSchemas } from "../../../src/contracts/request-writer-schemas.js";
 import { ResultEncoder } from "../../../src/contracts/result-codec.js";
 import { SluiceEvents } from "../../../src/events/sluice-events.js";
-import { classify } from "../../../src/kafka/produce-failure.js";
+import { classify } from "../../../src/kafka/write/produce-failure.js";
 import type { ModelPort } from "../../../src/model/model-port.js";
 import { resolveProcessorOptions } from "../../../src/processor/stream-processor-options.js";
 

@@ -8,7 +8,6 @@ import type { RecordCompletion } from "../../../src/delivery/outbound-message.js
 import { SluiceEvents } from "../../../src/events/sluice-events.js";
 import { FallbackPolicy } from "../../../src/fallback/fallback-policy.js";
 import { FallbackRules } from "../../../src/fallback/fallback-rules.js";
-import { systemClock } from "../../../src/microbatch/batcher-clock.js";
 import type { ItemOutcome, ModelPort } from "../../../src/model/model-port.js";
 import { PartitionRestorer } from "../../../src/processor/partition-restorer.js";
 import type {
@@ -25,6 +24,7 @@ import {
   settingsFromConfig,
 } from "../../../src/processor/stream-processor-options.js";
 import { SluiceError } from "../../../src/sluice-error.js";
+import { systemClock } from "../../../src/time/clock.js";
 
 /**
  * The processor with every collaborator faked: a record source driven by the test, committers that

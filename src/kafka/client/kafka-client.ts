@@ -1,0 +1,95 @@
+import { Kafka, type KafkaConfig, type LogEntry, logLevel } from "kafkajs";
+import type { SluiceConfig } from "../../config/config-schema.js";
+import { fixAbortedTransactionOrder } from "../protocol/aborted-transaction-order.js";
+import { fixAddPartitionsErrors } from "../protocol/add-partitions-errors.js";
+import { denialLogTap } from "./kafka-failure.js";
+import { type KafkaLogSink, kafkaLogCreator, kafkaLogLevel } from "./kafka-log.js";
+import { kafkaSecurityOptions } from "./kafka-security.js";
+
+export interface CreateKafkaOptions {
+  /** Overrides `config.clientId` (e.g. to tell processes apart). */
+  clientId?: string;
+  /** kafkajs retry policy; defaults to kafkajs's own. */
+  retry?: KafkaConfig["retry"];
+}
+
+/**
+ * The single place a kafkajs `Kafka` is built from configuration (kafkajs is in maintenance mode, so
+ * keep it behind our own seams). With a logger, kafkajs warnings and errors go to pino with the
+ * kafkajs namespace; without one kafkajs stays silent (its default console logger would interleave
+ * with the CLI's output).
+ */
+export function createKafka(
+  config: SluiceConfig["kafka"],
+  logger?: KafkaLogSink,
+  options: CreateKafkaOptions = {},
+): Kafka {
+  const kafkaConfig: KafkaConfig = {
+    clientId: options.clientId ?? config.clientId,
+    brokers: config.brokers,
+    connectionTimeout: config.connectionTimeoutMs,
+    requestTimeout: config.requestTimeoutMs,
+  };
+  // TLS and SASL options (files read, secrets resolved) come from their own module.
+  Object.assign(kafkaConfig, kafkaSecurityOptions(config));
+  if (options.retry) kafkaConfig.retry = options.retry;
+  return buildKafka(kafkaConfig, kafkaLogCreator(logger), kafkaLogLevel(logger), {
+    brokers: config.brokers,
+    ssl: config.ssl !== false,
+    ...(config.sasl ? { sasl: { mechanism: config.sasl.mechanism, username: config.sasl.username } } : {}),
+  });
+}
+
+/**
+ * A kafkajs client from kafkajs's own settings, for the library API (`readFreshness`), whose users
+ * pass `ssl`/`sasl`/`clientId` as kafkajs takes them: the same fixes and failure classification as
+ * `createKafka`. kafkajs stays silent unless the settings bring a `logCreator` (then it gets the
+ * entries at the settings' `logLevel`, INFO by default, as kafkajs would).
+ */
+export function createKafkaFromClientConfig(config: KafkaConfig): Kafka {
+  const { logCreator, logLevel: level, ...rest } = config;
+  const sasl = config.sasl;
+  return buildKafka(
+    rest,
+    logCreator ?? (() => () => {}),
+    logCreator ? (level ?? logLevel.INFO) : logLevel.NOTHING,
+    {
+      brokers: typeof config.brokers === "function" ? [] : config.brokers,
+      ssl: Boolean(config.ssl),
+      ...(sasl
+        ? { sasl: { mechanism: sasl.mechanism, ...("username" in sasl ? { username: sasl.username } : {}) } }
+        : {}),
+    },
+  );
+}
+
+/** What the failure classifier is told about a client (kafka-failure.ts). */
+type ClientFacts = Parameters<ReturnType<typeof denialLogTap>["attach"]>[1];
+
+function buildKafka(
+  kafkaConfig: KafkaConfig,
+  logCreator: NonNullable<KafkaConfig["logCreator"]>,
+  level: logLevel,
+  facts: ClientFacts,
+): Kafka {
+  // Every Sluice client may read transactional topics with read_committed; see that module.
+  fixAbortedTransactionOrder();
+  // A refused topic in a transaction is reported as itself, not as "operation not attempted".
+  fixAddPartitionsErrors();
+  const failures = denialLogTap();
+  const kafka = new Kafka({
+    ...kafkaConfig,
+    // ERROR at least, even without a sink: the failure classifier reads broker denials from
+    // kafkajs's error lines (kafka-failure.ts); the sink gets what its level says (kafka-log.ts).
+    logLevel: Math.max(level, logLevel.ERROR),
+    logCreator: () => {
+      const toSink = logCreator(level);
+      return (entry: LogEntry) => {
+        failures.tap(entry);
+        if (entry.level <= level) toSink(entry);
+      };
+    },
+  });
+  failures.attach(kafka, facts);
+  return kafka;
+}

@@ -1,0 +1,218 @@
+import type { Kafka, Producer, RecordMetadata } from "kafkajs";
+import type { OutboundMessage } from "../../delivery/outbound-message.js";
+import type { SluiceError } from "../../sluice-error.js";
+import { type KafkaAccess, kafkaFailure, narrowTopicDenial } from "../client/kafka-failure.js";
+import { classifyProduceFailure, type FailureSubject, isTooLarge } from "./produce-failure.js";
+import { chunks, MAX_SEND_BYTES, toTopicMessages } from "./record-collector.js";
+
+/**
+ * The one transactional write path of Sluice (Kafka Streams' `StreamsProducer` with its
+ * `RecordCollector`): the result publisher of every input partition, batch mode's topic sink (a
+ * transaction per shard) and `sluice backfill submit` (a transaction per chunk) all write through it.
+ * It owns:
+ * - the producer's lifecycle and the fencing init: `open()` initialises the transactional id, which
+ *   fences any earlier holder and aborts (or waits for) the transaction it left open (DESIGN.md §3);
+ * - byte-bounded sends (record-collector.ts), at most `maxSendBytes` each;
+ * - classification (produce-failure.ts) and the naming of access failures (kafka-failure.ts);
+ * - recovery from a size refusal: the producer is renewed (see `renew`) and, when the refused send
+ *   held more than one record, its send bound is halved for the rest of its life, so the broker's real
+ *   limit (a topic's `max.message.bytes`) is learned from the broker instead of configured twice.
+ *
+ * A failed `run` has aborted its transaction; nothing of it is visible to read_committed readers.
+ * After PUBLISH_TOO_LARGE (context: `records` in the refused send, `recordIndex` of its first record
+ * in the unit) the producer stays usable; after PRODUCER_FENCED it must not be used again;
+ * after other failures the caller decides (all callers today drop it).
+ */
+export interface TransactionalProducerOptions {
+  kafka: Kafka;
+  transactionalId: string;
+  /** Broker-side transaction timeout, ms (`delivery.transactionTimeoutMs`). */
+  transactionTimeoutMs: number;
+  /** Most estimated bytes per send (`delivery.maxTransactionBytes`); never above MAX_SEND_BYTES. */
+  maxSendBytes: number;
+  /** What the writes are for, in messages (produce-failure.ts). */
+  subject: FailureSubject;
+  /**
+   * The accesses besides WRITE on the records' topics that writing needs (the transactional id, the
+   * consumer group for offsets), named in an AUTHORIZATION_FAILED.
+   */
+  access: readonly KafkaAccess[];
+}
+
+/** One transaction: records, optionally the consumer offset committed with them, and a seam. */
+export interface TransactionUnit {
+  records: readonly OutboundMessage[];
+  /** Committed with the records (`sendOffsets`): `offset` is the next offset to read. */
+  offsets?: { groupId: string; topic: string; partition: number; offset: string };
+  /**
+   * Records decided by where the others landed, sent last (the backfill run manifest records the
+   * offsets of its rows); called once, after every send of `records` succeeded.
+   */
+  closingRecords?: (sends: readonly Send[]) => readonly OutboundMessage[];
+  /** Runs after the last send, before the commit (tests hold a transaction open here). */
+  beforeCommit?: () => Promise<void>;
+}
+
+/** One send of a transaction: its records and what the broker answered (partition, base offset). */
+export interface Send {
+  records: readonly OutboundMessage[];
+  metadata: RecordMetadata[];
+}
+
+export class TransactionalProducer {
+  private sendBytes: number;
+
+  private constructor(
+    private readonly opts: TransactionalProducerOptions,
+    private producer: Producer,
+  ) {
+    this.sendBytes = Math.max(1, Math.min(opts.maxSendBytes, MAX_SEND_BYTES));
+  }
+
+  /** Connects and initialises the transactional id (fencing every earlier holder of it). */
+  static async open(opts: TransactionalProducerOptions): Promise<TransactionalProducer> {
+    return new TransactionalProducer(opts, await TransactionalProducer.connect(opts));
+  }
+
+  /** The current send bound, bytes (halved after a refused multi-record send). */
+  get maxSendBytes(): number {
+    return this.sendBytes;
+  }
+
+  private static async connect(opts: TransactionalProducerOptions): Promise<Producer> {
+    const producer = opts.kafka.producer({
+      transactionalId: opts.transactionalId,
+      idempotent: true,
+      maxInFlightRequests: 1,
+      transactionTimeout: opts.transactionTimeoutMs,
+      allowAutoTopicCreation: false,
+    });
+    try {
+      await producer.connect();
+      // kafkajs initialises the transactional id lazily on the first transaction(); do it now so the
+      // previous holder is fenced and its open transaction settled before the caller reads anything.
+      const txn = await producer.transaction();
+      await txn.abort(); // nothing was added: a local state change, no EndTxn request
+    } catch (error) {
+      await producer.disconnect().catch(() => undefined);
+      const doing = `initialising the transactional producer of ${opts.subject.name}`;
+      throw (
+        kafkaFailure(error, { doing, kafka: opts.kafka, access: opts.access }) ??
+        classifyProduceFailure(error, opts.subject, doing)
+      );
+    }
+    return producer;
+  }
+
+  /**
+   * Writes one unit in one transaction and commits it; returns its sends with what the broker
+   * answered (partitions and base offsets). Throws a classified SluiceError after aborting.
+   */
+  async run(unit: TransactionUnit, doing: string): Promise<Send[]> {
+    const sends: Send[] = [];
+    let txn: Awaited<ReturnType<Producer["transaction"]>> | undefined;
+    // The send under way: its first record's index in unit.records, and how many it holds.
+    let from = 0;
+    let sending = 0;
+    try {
+      const open = await this.producer.transaction();
+      txn = open;
+      const send = async (records: readonly OutboundMessage[]) => {
+        for (const chunk of chunks(records, this.sendBytes)) {
+          sending = chunk.length;
+          sends.push({
+            records: chunk,
+            metadata: await open.sendBatch({ topicMessages: toTopicMessages(chunk) }),
+          });
+          from += chunk.length;
+        }
+      };
+      await send(unit.records);
+      if (unit.closingRecords) await send(unit.closingRecords(sends));
+      sending = 0;
+      if (unit.offsets) {
+        const { groupId, topic, partition, offset } = unit.offsets;
+        await open.sendOffsets({
+          consumerGroupId: groupId,
+          topics: [{ topic, partitions: [{ partition, offset }] }],
+        });
+      }
+      await unit.beforeCommit?.();
+      await open.commit();
+      return sends;
+    } catch (error) {
+      const failure = await this.classify(error, unit, doing, sending, from);
+      if (txn && failure.code !== "PRODUCER_FENCED") await txn.abort().catch(() => undefined);
+      if (failure.code === "PUBLISH_TOO_LARGE") {
+        if (sending > 1) this.sendBytes = Math.max(1, Math.floor(this.sendBytes / 2));
+        await this.renew();
+      }
+      throw failure;
+    }
+  }
+
+  /**
+   * `run` for writers whose records are rows a user can be told about (batch shards, backfill
+   * chunks): after a refused send of several records it runs again with the halved bound, and a
+   * record the broker refuses alone is left out (`onRefused` gets its index in `unit.records`, before
+   * the next attempt) instead of failing the unit on every retry. Bounded: every attempt halves the
+   * bound or removes a record. A refused closing record, and every other failure, is thrown.
+   */
+  async runLeavingOutTooLarge(
+    unit: TransactionUnit,
+    doing: string,
+    onRefused: (index: number) => void,
+  ): Promise<Send[]> {
+    const kept = unit.records.map((_, i) => i);
+    for (;;) {
+      try {
+        return await this.run(
+          { ...unit, records: kept.map((i) => unit.records[i] as OutboundMessage) },
+          doing,
+        );
+      } catch (error) {
+        const failure = error as SluiceError;
+        const index = failure.context?.["recordIndex"];
+        if (failure.code !== "PUBLISH_TOO_LARGE" || typeof index !== "number" || index >= kept.length) {
+          throw error;
+        }
+        if (Number(failure.context["records"]) > 1) continue;
+        onRefused(kept[index] as number);
+        kept.splice(index, 1);
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.producer.disconnect().catch(() => undefined);
+  }
+
+  private async classify(
+    error: unknown,
+    unit: TransactionUnit,
+    doing: string,
+    records: number,
+    recordIndex: number,
+  ): Promise<SluiceError> {
+    const topics = [...new Set(unit.records.map((r) => r.topic))];
+    const denied = kafkaFailure(error, {
+      doing: `${doing} of ${this.opts.subject.name}`,
+      kafka: this.opts.kafka,
+      access: [{ operation: "WRITE", resourceType: "TOPIC", names: topics }, ...this.opts.access],
+    });
+    if (denied) return narrowTopicDenial(denied, this.opts.kafka);
+    const subject = { ...this.opts.subject, context: { ...this.opts.subject.context, recordIndex } };
+    return classifyProduceFailure(error, isTooLarge(error) ? subject : this.opts.subject, doing, records);
+  }
+
+  /**
+   * After a refused produce request the producer's sequence numbers are wrong: kafkajs rolls back the
+   * sequence of every partition in the request, also of those the broker accepted, and the next send
+   * fails with OUT_OF_ORDER_SEQUENCE_NUMBER. A fresh producer with the same transactional id starts a
+   * new epoch with clean sequences (and fences only the old producer, which is ours).
+   */
+  private async renew(): Promise<void> {
+    await this.producer.disconnect().catch(() => undefined);
+    this.producer = await TransactionalProducer.connect(this.opts);
+  }
+}
