@@ -1,5 +1,5 @@
 /**
- * Architecture rules (DESIGN.md §2, docs/architecture.md), checked by `npm run arch` inside `npm test`,
+ * Architecture rules (docs/design.md §2, docs/architecture.md), checked by `npm run arch` inside `npm test`,
  * so the room map and the code cannot drift apart. Rooms are the folders under src/.
  * Run `npx depcruise src bench test --config .dependency-cruiser.cjs --output-type err-long` for the
  * reasoning behind each violation.

@@ -33,7 +33,7 @@ export interface OpenLoopLatency {
 /**
  * Open-loop constant-rate load: requests are due on a fixed schedule whether or not earlier ones
  * finished. Latency = read_committed arrival − *scheduled* send time, in an HDR histogram, so a stall
- * is charged to every request it delays (coordinated omission avoided by construction; DESIGN.md §3).
+ * is charged to every request it delays (coordinated omission avoided by construction; docs/design.md §3).
  */
 export async function runOpenLoop(o: OpenLoopOptions): Promise<OpenLoopLatency> {
   const total = Math.max(1, Math.round(o.rate * o.seconds));

@@ -8,7 +8,7 @@
  * The latency clock starts at the broker: the requests topic uses LogAppendTime, so a result's
  * `timing.requestTimestamp` is the broker's append time, and latency = the reader's arrival time −
  * that. On a saturated shared machine the load generator stalls too; counted from its scheduled send
- * time the same runs read far worse (DESIGN.md §3, "Where a latency clock starts").
+ * time the same runs read far worse (docs/design.md §3, "Where a latency clock starts").
  *
  * Per variant (below), instance count and repeat:
  *  1. online alone at each rate for BENCH_SLO_ALONE_SECONDS: p50/p99;

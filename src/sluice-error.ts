@@ -1,6 +1,6 @@
 /**
  * The one error type Sluice throws on purpose. Callers dispatch on `code`, never on class names
- * (DESIGN.md §6.3). `retriable` says whether trying the same thing again can succeed.
+ * (docs/design.md §6.3). `retriable` says whether trying the same thing again can succeed.
  */
 export type SluiceErrorCode =
   // configuration and environment

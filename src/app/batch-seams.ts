@@ -2,7 +2,7 @@ import type { BatchSink } from "../batch/batch-sink.js";
 import type { RowSource } from "../runs/row-source.js";
 
 /**
- * Test seams of the batch composition root (DESIGN.md §6.11). Production never sets them, and no flag,
+ * Test seams of the batch composition root (docs/design.md §6.11). Production never sets them, and no flag,
  * config key or environment variable feeds them: a test passes them to `createBatchRuntime`, or installs
  * them in its own process before running the CLI (test/support/sluice-with-seams.ts), to fail rows on
  * purpose, slow shards down or hold a topic output's transaction open. Implementations live under

@@ -11,7 +11,7 @@ export interface ShardUnit {
   items: SourceRow[];
 }
 
-/** What the loop needs from its owner (DESIGN.md §6.17): rows, a way to finish a unit, a stop flag. */
+/** What the loop needs from its owner (docs/design.md §6.17): rows, a way to finish a unit, a stop flag. */
 export interface ShardLoopContext {
   /** The input's rows in order, from the start (a fresh iterator per call). */
   items(): AsyncIterable<SourceRow>;

@@ -4,7 +4,7 @@ import { fileURLToPath } from "node:url";
 import avro, { type Schema, type Type } from "avsc";
 
 /**
- * Loads the `.avsc` contracts from `schemas/` (the source of truth, DESIGN.md §4). The package root is
+ * Loads the `.avsc` contracts from `schemas/` (the source of truth, docs/design.md §4). The package root is
  * found by walking up from this file to the first directory holding `package.json`, so the same code
  * works from `src/contracts/` (vitest, tsx) and from `dist/src/contracts/` (built package).
  */

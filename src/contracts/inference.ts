@@ -1,7 +1,7 @@
 import type { TensorInputs, TensorOutput } from "./tensor.js";
 
 /**
- * Request and result contracts (DESIGN.md §4). `schemas/*.avsc` are the source of truth;
+ * Request and result contracts (docs/design.md §4). `schemas/*.avsc` are the source of truth;
  * these types mirror them field for field. Tensor requests and outputs (V2 JSON only) are in tensor.ts.
  */
 export interface InferenceRequest {

@@ -18,7 +18,7 @@ import { decodeV2Request, encodeV2Request } from "./v2-json-codec.js";
  * Decisions:
  * - A missing or empty `id` is MISSING_ID even when the Kafka key is set: the key is a routing hint
  *   and silently promoting it would make dedup depend on producer partitioning choices.
- * - Unknown JSON fields are ignored (forward compatibility: new fields get defaults, DESIGN.md §4);
+ * - Unknown JSON fields are ignored (forward compatibility: new fields get defaults, docs/design.md §4);
  *   known fields are type-checked strictly.
  * - `text: ""` decodes fine; the model rejects it later as EMPTY_TEXT (a result with status rejected).
  * - A `deadlineMs` below `MIN_DEADLINE_MS` (1e11, i.e. before 1973-03-03 in milliseconds, or the year

@@ -1,7 +1,7 @@
 import type { RecordHeaders } from "../contracts/codec.js";
 
 /**
- * Dead letters follow the Kafka Connect convention (DESIGN.md §3): the raw key, value, headers and
+ * Dead letters follow the Kafka Connect convention (docs/design.md §3): the raw key, value, headers and
  * timestamp of the source record stay as they were, so the record can be inspected and replayed
  * byte for byte; error context goes into added headers. Which failures become dead letters:
  * undecodable or invalid records (stage decode/validate) and per-item model errors (stage model:

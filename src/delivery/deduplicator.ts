@@ -1,6 +1,6 @@
 /**
  * Remembers request ids of one input partition so a redelivered request becomes a counted duplicate
- * instead of a second result (DESIGN.md §5.1). Bounded by TTL and entry count, oldest evicted first.
+ * instead of a second result (docs/design.md §5.1). Bounded by TTL and entry count, oldest evicted first.
  *
  * Durability: every `remember` returns a changelog record (key = id, value = expiry as a decimal
  * epoch-ms string) that the caller writes to a compacted topic in the same transaction as the result,

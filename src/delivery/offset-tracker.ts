@@ -89,7 +89,7 @@ export class OffsetTracker<T> {
     const taken = this.slots.slice(this.head, end);
     for (const slot of taken) this.byOffset.delete(slot.offset);
     this.head = end;
-    // Compact occasionally instead of Array.shift per record (DESIGN.md §6.10).
+    // Compact occasionally instead of Array.shift per record (docs/design.md §6.10).
     if (this.head > 1024 && this.head * 2 > this.slots.length) {
       this.slots = this.slots.slice(this.head);
       this.head = 0;

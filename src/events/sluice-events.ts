@@ -5,7 +5,7 @@ import type { FlushReason } from "../microbatch/batch-policy.js";
 
 /**
  * Typed events that every stage emits and observability (metrics, logs, heartbeats) subscribes to
- * (DESIGN.md §6.9). Stages never call metrics directly; they emit one of these. Payloads carry
+ * (docs/design.md §6.9). Stages never call metrics directly; they emit one of these. Payloads carry
  * durations (ms) and sizes, never payload text.
  */
 export interface SluiceEventMap {
@@ -172,7 +172,7 @@ export class SluiceEvents {
   }
 
   emit<K extends SluiceEventName>(name: K, payload: SluiceEventMap[K]): void {
-    // Skip the work entirely when nobody listens: keeps the hot path lean (DESIGN.md §6.10).
+    // Skip the work entirely when nobody listens: keeps the hot path lean (docs/design.md §6.10).
     if (this.emitter.listenerCount(name) > 0) this.emitter.emit(name, payload);
   }
 

@@ -1,6 +1,6 @@
 import type { Lane } from "../contracts/lane.js";
 /**
- * The batching policy: a pure function of the queue and the time (DESIGN.md §6.7, after Triton's
+ * The batching policy: a pure function of the queue and the time (docs/design.md §6.7, after Triton's
  * `GetDynamicBatch`). `LaneBatcher` owns the queues and the timer; this decides when to flush and
  * how many items to take.
  *
@@ -126,7 +126,7 @@ export type LaneDecision =
   | { flush: false; waitMs: number };
 
 /**
- * Priority between the lanes, a pure function like `decideBatch` (DESIGN.md §6.7, §6.19: priority
+ * Priority between the lanes, a pure function like `decideBatch` (docs/design.md §6.7, §6.19: priority
  * levels as separate queues served in order, after Triton's `priority_levels`):
  *  1. the online lane's rules (`decideBatch`: shutdown, size, tokens, deadline, wait) come first,
  *     once an online slot is free (a batch forms when it can start, so it keeps filling while it

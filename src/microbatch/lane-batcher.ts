@@ -55,7 +55,7 @@ interface Entry<T> {
 const COMPACT_THRESHOLD = 1024;
 
 /**
- * One lane's queue: an array with a head index (no `Array.shift`, DESIGN.md §6.10). The online lane
+ * One lane's queue: an array with a head index (no `Array.shift`, docs/design.md §6.10). The online lane
  * keeps it sorted by deadline (stable: equal deadlines stay in arrival order, no deadline sorts
  * last); insertion is a binary search and almost always an append, since most deadlines are the
  * record timestamp + `delivery.defaultTimeoutMs`.

@@ -24,7 +24,7 @@ export interface CpuLimit {
 
 /**
  * The cores the container really has. `os.availableParallelism()` honours the affinity mask, not a
- * CFS quota: under Kubernetes `limits.cpu: 2` on a 32-core node it returns 32 (DESIGN.md §3). This
+ * CFS quota: under Kubernetes `limits.cpu: 2` on a 32-core node it returns 32 (docs/design.md §3). This
  * reads the quota of the process's own cgroup and of every parent (the tightest wins):
  * - cgroup v2: `cpu.max` = `<quota> <period>` or `max <period>` (no limit);
  * - cgroup v1: `cpu.cfs_quota_us` (−1 = no limit) and `cpu.cfs_period_us`, in the cpu controller's

@@ -102,7 +102,7 @@ const JOBS_PER_WORKER = 2;
 
 // The worker sits next to this module: `.ts` under vitest/tsx, `.js` in dist/.
 /**
- * Waiting jobs, one FIFO per lane (head index, no `Array.shift`, DESIGN.md §6.10). A free worker
+ * Waiting jobs, one FIFO per lane (head index, no `Array.shift`, docs/design.md §6.10). A free worker
  * takes the oldest online job, and a backfill job only when no online job waits, so an online call
  * waits at most for the calls a worker already holds (JOBS_PER_WORKER; docs/lanes.md, "Slices").
  */

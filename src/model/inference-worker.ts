@@ -1,6 +1,6 @@
 /**
  * Worker-thread entry: owns one onnxruntime-node session, because `session.run()` blocks its thread in
- * native code (DESIGN.md §3). Inputs arrive and outputs leave as transferred typed arrays (no copies).
+ * native code (docs/design.md §3). Inputs arrive and outputs leave as transferred typed arrays (no copies).
  * Post-processing (pooling, softmax) happens here too, so only [rows, dim] floats cross back.
  */
 import { getPriority, setPriority } from "node:os";

@@ -4,7 +4,7 @@ import { readdirSync, readFileSync, writeFileSync } from "node:fs";
  * CPU time of one inference worker: the worker thread itself plus the onnxruntime intra-op pool
  * threads its session started (with `model.intraOpThreads` > 1 ORT runs parts of each call there,
  * where the calling thread's own counters do not see it). Node 20 has no per-thread CPU API
- * (DESIGN.md §3), so on Linux it reads the kernel's per-thread counters under /proc; Node ≥ 23.9's
+ * (docs/design.md §3), so on Linux it reads the kernel's per-thread counters under /proc; Node ≥ 23.9's
  * `process.threadCpuUsage()` covers the calling thread only, so it is used only when there is no
  * pool to add. Elsewhere the clock estimates wall time × intra-op threads and says so (`source`).
  */

@@ -13,7 +13,7 @@ export interface LagMonitorOptions extends Omit<LagSamplerOptions, "probeTimeout
 
 /**
  * Samples consumer-group lag every `intervalMs` and emits `lag.sampled`: per partition from a
- * `LagSampler` (data records and lag seconds, DESIGN.md §3), per topic throughput and time to drain
+ * `LagSampler` (data records and lag seconds, docs/design.md §3), per topic throughput and time to drain
  * from a `TopicThroughput`. It reads the broker only through the ports it is handed
  * (`GroupOffsetsReader`, `RecordTimestampReader`), so a test passes fakes; `stop()` closes the
  * offsets reader. The metrics, the heartbeats and `sluice status` all read these samples.

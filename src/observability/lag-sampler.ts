@@ -77,7 +77,7 @@ interface Row {
  * Lag records counts data records only: transaction markers and aborted records are not work, so a
  * topic written by a transactional producer reads 0 at rest (the committed offset of a caught-up
  * group stops before the last commit marker, so `end − committed` would stay ≥ 1 forever;
- * DESIGN.md §3, KEDA#5675, Burrow#570). With no data record after the committed offset the lag is 0;
+ * docs/design.md §3, KEDA#5675, Burrow#570). With no data record after the committed offset the lag is 0;
  * a short uncommitted range is counted exactly, a long one from its first data record to the log
  * end (`EXACT_COUNT_OFFSETS`). Lag seconds = now − timestamp of the first data record at or after the
  * committed offset, 0 when nothing real waits, NaN when it could not be read. Reads are cached by

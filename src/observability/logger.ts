@@ -3,7 +3,7 @@ import { type DestinationStream, type Level, type Logger, pino } from "pino";
 import { SluiceError } from "../sluice-error.js";
 
 /**
- * Paths that may carry request payload text (DESIGN.md §5.4). Redacted unless `logPayloads: true`.
+ * Paths that may carry request payload text (docs/design.md §5.4). Redacted unless `logPayloads: true`.
  * Syntax is pino's redact syntax: `*` matches one level, `[*]` any array element. Pino cannot redact
  * a free-text message, so payload text must never be interpolated into a log message — pass it as a
  * field (where these paths catch it) or better, not at all.

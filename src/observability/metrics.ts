@@ -46,7 +46,7 @@ const TOKEN_BUCKETS = [16, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 327
 
 /**
  * Owns the Prometheus registry of one Sluice process. Stages never call it: `attach(events)`
- * subscribes to the typed event bus (DESIGN.md §6.9), and the lag gauges are fed by
+ * subscribes to the typed event bus (docs/design.md §6.9), and the lag gauges are fed by
  * `lag.sampled` events from `LagMonitor`.
  */
 export class SluiceMetrics {

@@ -9,7 +9,7 @@ import {
 } from "./backfill-guard.js";
 import type { ProcessorLog } from "./stream-processor-options.js";
 
-/** What the throttle needs of the processor (DESIGN.md §6.17: a minimal context, not the owner). */
+/** What the throttle needs of the processor (docs/design.md §6.17: a minimal context, not the owner). */
 export interface BackfillThrottleContext {
   target: GuardTarget;
   maxInFlightBatches: number;

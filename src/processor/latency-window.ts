@@ -58,7 +58,7 @@ export class LatencyWindow {
     this.compact();
   }
 
-  /** No `Array.shift` on a hot queue (DESIGN.md §6.10): drop the consumed prefix now and then. */
+  /** No `Array.shift` on a hot queue (docs/design.md §6.10): drop the consumed prefix now and then. */
   private compact(): void {
     if (this.head === this.times.length) {
       this.times = [];

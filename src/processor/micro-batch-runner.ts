@@ -10,7 +10,7 @@ import type { Clock } from "../time/clock.js";
 import type { PartitionTask } from "./partition-task.js";
 import type { WorkItem } from "./request-intake.js";
 
-/** What a MicroBatchRunner needs of the processor (DESIGN.md §6.17: a minimal context, not the owner). */
+/** What a MicroBatchRunner needs of the processor (docs/design.md §6.17: a minimal context, not the owner). */
 export interface MicroBatchRunnerContext {
   model: ModelPort;
   completions: CompletionBuilder;

@@ -53,7 +53,7 @@ export interface ProcessorReadiness {
  * backpressure; each owned partition is a PartitionTask, restores are the PartitionRestorer's, and
  * what a record publishes is the CompletionBuilder's (docs/architecture.md, docs/processor.md).
  *
- * Recovery tiers (DESIGN.md §6.4): a fenced or failed transaction voids the task's in-flight work
+ * Recovery tiers (docs/design.md §6.4): a fenced or failed transaction voids the task's in-flight work
  * (its generation changes) and the task is reclaimed exactly like a fresh assignment; a source
  * failure it cannot recover from is fatal and reported through `onFatal`.
  */

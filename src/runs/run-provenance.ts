@@ -5,7 +5,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 /**
- * What ties a run's outputs to what produced them (DESIGN.md §5.5): the input's identity, the model,
+ * What ties a run's outputs to what produced them (docs/design.md §5.5): the input's identity, the model,
  * the settings that change output bytes, and the Sluice that ran. The batch manifest, the backfill run
  * manifest and the backfill export manifest all carry these fields under these names; they differ only
  * in what they know about the model (`Model`). backfill/ imports this module from batch/ (never the
@@ -121,7 +121,7 @@ export function sluiceBuild(): SluiceBuild {
 }
 
 function packageRootDir(): string {
-  // src/runs/x.ts and dist/src/runs/x.js: walk up until a package.json appears.
+  // src/runs/<module>.ts and dist/src/runs/<module>.js: walk up until a package.json appears.
   let dir = dirname(fileURLToPath(import.meta.url));
   for (let i = 0; i < 5; i++) {
     try {

@@ -26,7 +26,7 @@ export interface KafkaRunWriterOptions {
 /**
  * The Kafka side of `sluice backfill submit`, on the one transactional write path
  * (transactional-producer.ts): one transactional producer per run (`sluice-backfill-submit-<runId>`),
- * so a second submitter of the same run fences the first and aborts its open transaction (DESIGN.md §3). Each chunk is one transaction holding its rows (keyed by
+ * so a second submitter of the same run fences the first and aborts its open transaction (docs/design.md §3). Each chunk is one transaction holding its rows (keyed by
  * id, partitioned like every Kafka producer: murmur2 of the key) and the run's manifest on the runs
  * topic. Rows are partitioned here, not by kafkajs, so the manifest can record exactly which offsets
  * of each partition hold the run.

@@ -47,7 +47,7 @@ export interface KafkaTopicSinkOptions {
  * Publishes each shard as one Kafka transaction, keyed by request id, through the one transactional
  * write path (transactional-producer.ts: byte-bounded sends, fencing, classification). The
  * transactional id is derived from the run id and the shard, so a retry of the same shard fences the
- * crashed producer and aborts its open transaction (DESIGN.md §3). A result the broker refuses as too
+ * crashed producer and aborts its open transaction (docs/design.md §3). A result the broker refuses as too
  * large even alone is left out and handed to `hooks.beforeCommit` before the shard commits (the job
  * records it as a failed row with its reason); the shard commits without it instead of failing on
  * every rerun. If a crash hit after the commit but before the manifest update,

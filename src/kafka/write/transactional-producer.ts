@@ -11,7 +11,7 @@ import { chunks, MAX_SEND_BYTES, toTopicMessages } from "./record-collector.js";
  * transaction per shard) and `sluice backfill submit` (a transaction per chunk) all write through it.
  * It owns:
  * - the producer's lifecycle and the fencing init: `open()` initialises the transactional id, which
- *   fences any earlier holder and aborts (or waits for) the transaction it left open (DESIGN.md §3);
+ *   fences any earlier holder and aborts (or waits for) the transaction it left open (docs/design.md §3);
  * - byte-bounded sends (record-collector.ts), at most `maxSendBytes` each;
  * - classification (produce-failure.ts) and the naming of access failures (kafka-failure.ts);
  * - recovery from a size refusal: the producer is renewed (see `renew`) and, when the refused send

@@ -13,7 +13,7 @@ import { defaultFileSource, defaultJobOptions } from "../../support/batch-defaul
 import { failingIds } from "../../support/batch-seams.js";
 
 /**
- * A deterministic in-process ModelPort (the ONNX seam, DESIGN.md §6.11): embedding = [length, word
+ * A deterministic in-process ModelPort (the ONNX seam, docs/design.md §6.11): embedding = [length, word
  * count, char-code sum mod 97]. Engine behaviour (shards, resume, retries) is what is under test here;
  * the real ONNX path is covered by the e2e tests.
  */

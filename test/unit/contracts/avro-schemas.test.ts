@@ -16,7 +16,7 @@ describe("avro schemas", () => {
     expect(schemaPath("inference-request")).toBe(join(packageRoot(), "schemas", "inference-request.avsc"));
   });
 
-  it("request fields match the contract (DESIGN.md §4)", () => {
+  it("request fields match the contract (docs/design.md §4)", () => {
     expect(fieldNames(loadSchema("inference-request"))).toEqual(["id", "text", "deadlineMs", "attributes"]);
     expect(avroType("inference-request").name).toBe("dev.sluice.InferenceRequest");
   });

@@ -17,7 +17,7 @@ const DEFAULTS: DeduplicatorOptions = {
 
 /**
  * What any deduplicator must do, run against the live instance and against one rebuilt from the
- * changelog it wrote (restore must reproduce `seen` exactly, DESIGN.md §6.11).
+ * changelog it wrote (restore must reproduce `seen` exactly, docs/design.md §6.11).
  */
 interface DedupUnderTest {
   seen(id: string, nowMs: number): boolean;

@@ -41,7 +41,7 @@ function data(from: number, until: number, ageS: number): Record<number, LogEntr
   return log;
 }
 
-describe("LagSampler: lag counts data records, not offsets (DESIGN.md §3)", () => {
+describe("LagSampler: lag counts data records, not offsets (docs/design.md §3)", () => {
   it("an idle topic whose last entry is a commit marker reads 0 records and 0 s", async () => {
     // Five records, their commit marker at 5; the group committed 5 (a read_committed consumer never
     // sees the marker), so end − committed is 1 forever.
