@@ -54,15 +54,7 @@ export class ObservabilityServer {
   private stopping: Promise<void> | undefined;
 
   constructor(opts: ObservabilityServerOptions) {
-    if (!opts.registry)
-      throw new SluiceError("CONFIG_INVALID", "ObservabilityServer needs a prom-client registry");
     const readyTimeoutMs = opts.readyTimeoutMs ?? READY_PROBE_TIMEOUT_MS;
-    if (!Number.isFinite(readyTimeoutMs) || readyTimeoutMs <= 0) {
-      throw new SluiceError(
-        "CONFIG_INVALID",
-        `readyTimeoutMs must be a positive number, got ${readyTimeoutMs}`,
-      );
-    }
     this.registry = opts.registry;
     this.isReady = opts.isReady ?? (() => true);
     this.readyTimeoutMs = readyTimeoutMs;
@@ -77,9 +69,6 @@ export class ObservabilityServer {
 
   async start({ host, port }: ListenOptions): Promise<{ host: string; port: number }> {
     if (this.server) throw new SluiceError("INTERNAL", "ObservabilityServer already started");
-    if (!Number.isInteger(port) || port < 0 || port > 65535) {
-      throw new SluiceError("CONFIG_INVALID", `observability.metricsPort must be 0..65535, got ${port}`);
-    }
     const server = createServer((req, res) => {
       this.handle(req, res).catch((err: unknown) => {
         if (!res.headersSent) res.writeHead(500, { "content-type": "text/plain" });
