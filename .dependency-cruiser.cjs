@@ -133,6 +133,23 @@ module.exports = {
         ],
       },
     },
+    {
+      name: "tracing-stands-alone",
+      severity: "error",
+      comment:
+        "src/tracing (OpenTelemetry spans, the W3C headers, the export queue) is called by the pipeline and " +
+        "imports none of it: only contracts, config and sluice-error.ts. It reads Kafka headers through " +
+        "kafkajs's IHeaders type, never src/kafka.",
+      from: { path: "^src/tracing/" },
+      to: { path: "^src/", pathNot: ["^src/(tracing|contracts|config)/", "^src/sluice-error\\.ts$"] },
+    },
+    {
+      name: "tracing-types-kafkajs-only",
+      severity: "error",
+      comment: "src/tracing uses kafkajs for the IHeaders type only; it never talks to Kafka.",
+      from: { path: "^src/tracing/" },
+      to: { path: "(^|/)node_modules/kafkajs/", dependencyTypesNot: ["type-only"] },
+    },
   ],
   options: {
     doNotFollow: { path: "node_modules" },
