@@ -105,8 +105,8 @@ module.exports = {
       name: "devtools-stay-dev",
       severity: "error",
       comment:
-        "src/devtools (local broker and registry: JVM/Maven tooling) is for development and tests; only the CLI's dev " +
-        "commands (kafka, registry, demo) use it at run time.",
+        "src/devtools (local broker, registry and Zipkin: JVM/Maven tooling) is for development and tests; only the " +
+        "CLI's dev commands (kafka, registry, zipkin, demo) use it at run time.",
       from: { path: "^src/", pathNot: "^src/(cli|devtools)/" },
       to: { path: "^src/devtools/" },
     },
