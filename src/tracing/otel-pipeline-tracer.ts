@@ -214,6 +214,9 @@ class OtelRequestSpan implements RequestSpan {
   completed(outcome: RequestOutcome): void {
     if (this.#ended || this.#completedAt !== undefined) return;
     this.#completedAt = this.#now();
+    // Finished at intake (a dead letter of decode or validate, a duplicate): intake ends here.
+    if (this.#queuedAt === undefined)
+      this.span.setAttribute(ATTR.intakeMs, ms(this.#completedAt - this.#startedAt));
     this.span.setAttribute(ATTR.outcome, word(outcome.outcome));
     if (outcome.status !== undefined) this.span.setAttribute(ATTR.resultStatus, word(outcome.status));
     if (outcome.fallbackReason !== undefined) {
