@@ -1,19 +1,12 @@
-import { defaultResource, resourceFromAttributes } from "@opentelemetry/resources";
-import { BasicTracerProvider, type SpanExporter } from "@opentelemetry/sdk-trace-base";
-import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from "@opentelemetry/semantic-conventions";
-import { packageVersion } from "../config/project-paths.js";
-import { OtelPipelineTracer } from "./otel-pipeline-tracer.js";
+import type { SpanExporter } from "@opentelemetry/sdk-trace-base";
 import { NO_TRACING_TRACER, type PipelineTracer } from "./pipeline-tracer.js";
-import { RESOURCE_ATTR } from "./span-attributes.js";
-import { NO_SPANS, SpanExportQueue, type SpanExportStats } from "./span-export-queue.js";
-import { spanExporter } from "./span-exporter.js";
-import { traceSampler } from "./trace-sampler.js";
-import type { TracingSettings } from "./tracing-settings.js";
+import { NO_SPANS, type SpanExportStats } from "./span-export-stats.js";
 
 /**
  * The tracing of one process: a tracer provider (resource, sampler, the bounded export queue) and
- * the PipelineTracer the processor calls. Built once by a composition root from `tracingSettings`;
- * stopped with `shutdown()` after the processor, so its last spans are exported.
+ * the PipelineTracer the processor calls. Built once by a composition root with `createTracing`
+ * (tracer-factory.ts) from `tracingSettings`; stopped with `shutdown()` after the processor, so its
+ * last spans are exported.
  */
 export interface Tracing {
   readonly enabled: boolean;
@@ -52,44 +45,3 @@ export const NO_TRACING: Tracing = Object.freeze({
   forceFlush: () => Promise.resolve(),
   shutdown: () => Promise.resolve(),
 });
-
-/**
- * Tracing as `settings` say: `NO_TRACING` when they name no exporter. `options.exporter` replaces
- * the named exporter (the settings must still enable tracing).
- */
-export function createTracing(settings: TracingSettings, options: TracingOptions = {}): Tracing {
-  if (!settings.enabled) return NO_TRACING;
-  const serviceVersion = options.serviceVersion ?? packageVersion();
-  const queue = new SpanExportQueue(options.exporter ?? spanExporter(settings), settings);
-  const provider = new BasicTracerProvider({
-    resource: defaultResource().merge(
-      resourceFromAttributes({
-        ...settings.resourceAttributes,
-        [ATTR_SERVICE_NAME]: settings.serviceName,
-        [ATTR_SERVICE_VERSION]: serviceVersion,
-        ...(options.instanceId === undefined
-          ? {}
-          : { [RESOURCE_ATTR.serviceInstanceId]: options.instanceId }),
-      }),
-    ),
-    sampler: traceSampler(settings),
-    spanLimits: { linkCountLimit: options.maxLinksPerSpan ?? 4096 },
-    spanProcessors: [queue],
-  });
-  const tracer = new OtelPipelineTracer(provider.getTracer("sluice", serviceVersion), {
-    consumerGroup: options.consumerGroup,
-    requestAttributes: settings.requestAttributes,
-    ...(options.now ? { now: options.now } : {}),
-  });
-  let stopped: Promise<void> | undefined;
-  return {
-    enabled: true,
-    tracer,
-    stats: () => queue.stats(),
-    forceFlush: () => provider.forceFlush().catch(() => {}),
-    shutdown: () => {
-      stopped ??= provider.shutdown().catch(() => {});
-      return stopped;
-    },
-  };
-}

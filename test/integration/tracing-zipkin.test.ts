@@ -6,7 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { packageRoot } from "../../src/config/project-paths.js";
 import { tracingSchema } from "../../src/config/tracing-config-schema.js";
 import { LocalZipkin } from "../../src/devtools/local-zipkin.js";
-import { createTracing, type Tracing } from "../../src/tracing/tracing.js";
+import { createTracing } from "../../src/tracing/tracer-factory.js";
+import type { Tracing } from "../../src/tracing/tracing.js";
 import { tracingSettings } from "../../src/tracing/tracing-settings.js";
 
 /**
@@ -76,7 +77,7 @@ beforeAll(async () => {
     OTEL_BSP_SCHEDULE_DELAY: "50",
   });
   expect(settings).toMatchObject({ enabled: true, exporter: "zipkin", endpoint: status.spansEndpoint });
-  tracing = createTracing(settings, { consumerGroup: "sluice-it", instanceId: "it-1" });
+  tracing = await createTracing(settings, { consumerGroup: "sluice-it", instanceId: "it-1" });
 });
 
 afterAll(async () => {

@@ -1,6 +1,7 @@
 import { InMemorySpanExporter, type ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import { type TracingConfig, tracingSchema } from "../../../src/config/tracing-config-schema.js";
-import { createTracing, type Tracing, type TracingOptions } from "../../../src/tracing/tracing.js";
+import { createTracing } from "../../../src/tracing/tracer-factory.js";
+import type { Tracing, TracingOptions } from "../../../src/tracing/tracing.js";
 import { tracingSettings } from "../../../src/tracing/tracing-settings.js";
 
 /** Tracing on, exporting into memory: `finished()` flushes and returns the ended spans. */
@@ -11,16 +12,16 @@ export interface InMemoryTracing {
   named(spans: ReadableSpan[], name: string): ReadableSpan;
 }
 
-export function inMemoryTracing(
+export async function inMemoryTracing(
   config: Partial<TracingConfig> = {},
   options: Omit<TracingOptions, "exporter"> = {},
-): InMemoryTracing {
+): Promise<InMemoryTracing> {
   const exporter = new InMemorySpanExporter();
   const settings = tracingSettings(
     tracingSchema.parse({ exporter: "console", scheduledDelayMs: 10, ...config }),
     {},
   );
-  const tracing = createTracing(settings, { serviceVersion: "0.0.0-test", ...options, exporter });
+  const tracing = await createTracing(settings, { serviceVersion: "0.0.0-test", ...options, exporter });
   return {
     tracing,
     finished: async () => {

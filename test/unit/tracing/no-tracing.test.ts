@@ -1,12 +1,15 @@
+import { execFileSync } from "node:child_process";
 import type { IHeaders } from "kafkajs";
 import { describe, expect, it } from "vitest";
+import { packageRoot } from "../../../src/config/project-paths.js";
 import { NO_TRACING_TRACER } from "../../../src/tracing/pipeline-tracer.js";
-import { createTracing, NO_TRACING } from "../../../src/tracing/tracing.js";
+import { createTracing } from "../../../src/tracing/tracer-factory.js";
+import { NO_TRACING } from "../../../src/tracing/tracing.js";
 import { tracingOff } from "../../../src/tracing/tracing-settings.js";
 
 describe("tracing off", () => {
   it("builds nothing: no provider, no exporter, the shared do-nothing tracer", async () => {
-    const tracing = createTracing(tracingOff());
+    const tracing = await createTracing(tracingOff());
     expect(tracing).toBe(NO_TRACING);
     expect(tracing.enabled).toBe(false);
     expect(tracing.tracer).toBe(NO_TRACING_TRACER);
@@ -46,5 +49,25 @@ describe("tracing off", () => {
     tx.commit();
     tx.abort("failed");
     for (const object of [tracer, first, batch, call, tx]) expect(Object.isFrozen(object)).toBe(true);
+  });
+
+  it("loads no OpenTelemetry code at all; tracing on loads the SDK (a fresh process)", () => {
+    const script = `
+      import { createRequire } from "node:module";
+      const { createTracing, tracingOff, tracingSettings } = await import("./src/tracing/index.ts");
+      const { tracingSchema } = await import("./src/config/tracing-config-schema.ts");
+      const loaded = () => Object.keys(createRequire(import.meta.url).cache).filter((k) => k.includes("@opentelemetry")).length;
+      await createTracing(tracingOff());
+      const off = loaded();
+      const on = await createTracing(tracingSettings(tracingSchema.parse({ exporter: "console" }), {}));
+      console.log(JSON.stringify({ off, on: loaded() }));
+      await on.shutdown();`;
+    const out = execFileSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+      cwd: packageRoot(),
+      encoding: "utf8",
+    });
+    const { off, on } = JSON.parse(out.trim().split("\n").at(-1)!) as { off: number; on: number };
+    expect(off).toBe(0);
+    expect(on).toBeGreaterThan(0);
   });
 });

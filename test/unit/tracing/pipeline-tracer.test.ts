@@ -41,7 +41,7 @@ function ticking() {
 
 describe("the pipeline's spans (OpenTelemetry, in memory)", () => {
   it("request spans join the request's trace; the batch links every request; model call and transaction hang from the batch", async () => {
-    const t = inMemoryTracing(
+    const t = await inMemoryTracing(
       { requestAttributes: ["tenant"] },
       { consumerGroup: "sluice-g", now: ticking() },
     );
@@ -186,7 +186,7 @@ describe("the pipeline's spans (OpenTelemetry, in memory)", () => {
   });
 
   it("a transaction over two micro-batches hangs from the first and links the second", async () => {
-    const t = inMemoryTracing();
+    const t = await inMemoryTracing();
     const tracer = t.tracing.tracer;
     const a = [{ span: tracer.startRequest("in", 0, record("1"), "online") }];
     const b = [{ span: tracer.startRequest("in", 0, record("2"), "online") }];
@@ -206,7 +206,7 @@ describe("the pipeline's spans (OpenTelemetry, in memory)", () => {
   });
 
   it("an aborted transaction ends with error status and leaves its requests open until they are given up", async () => {
-    const t = inMemoryTracing();
+    const t = await inMemoryTracing();
     const tracer = t.tracing.tracer;
     const items = [{ span: tracer.startRequest("in", 1, record("7"), "online") }];
     tracer.startBatch("online", "size", items).end();
@@ -229,7 +229,7 @@ describe("the pipeline's spans (OpenTelemetry, in memory)", () => {
   });
 
   it("records only codes: a message passed where a code goes becomes UNKNOWN", async () => {
-    const t = inMemoryTracing();
+    const t = await inMemoryTracing();
     const tracer = t.tracing.tracer;
     const span = tracer.startRequest("in", 0, record("9"), "online");
     span.completed({
@@ -248,7 +248,7 @@ describe("the pipeline's spans (OpenTelemetry, in memory)", () => {
   });
 
   it("backfill requests carry their run id; a batch of several topics is named process", async () => {
-    const t = inMemoryTracing();
+    const t = await inMemoryTracing();
     const tracer = t.tracing.tracer;
     const items = [
       {
@@ -273,7 +273,7 @@ describe("the pipeline's spans (OpenTelemetry, in memory)", () => {
   });
 
   it("resource: service name and version, instance id, resource attributes", async () => {
-    const t = inMemoryTracing(
+    const t = await inMemoryTracing(
       { serviceName: "embedder", resourceAttributes: { "deployment.environment.name": "test" } },
       { instanceId: "host-1", serviceVersion: "9.9.9" },
     );

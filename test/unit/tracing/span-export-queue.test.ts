@@ -1,7 +1,8 @@
 import { createServer, type Server, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { tracingSchema } from "../../../src/config/tracing-config-schema.js";
-import { createTracing } from "../../../src/tracing/tracing.js";
+import { createTracing } from "../../../src/tracing/tracer-factory.js";
+import type { Tracing } from "../../../src/tracing/tracing.js";
 import { tracingSettings } from "../../../src/tracing/tracing-settings.js";
 
 /** A port nothing listens on: bound once, then closed. */
@@ -35,7 +36,7 @@ const QUEUE = 50;
 const BATCH = 10;
 const SPANS = 5000;
 
-function tracingTo(exporter: "zipkin" | "otlp", url: string) {
+async function tracingTo(exporter: "zipkin" | "otlp", url: string) {
   const settings = tracingSettings(
     tracingSchema.parse({
       exporter,
@@ -51,7 +52,7 @@ function tracingTo(exporter: "zipkin" | "otlp", url: string) {
 }
 
 /** Ends SPANS request spans as fast as the loop goes; returns how long it took, ms. */
-function endMany(tracing: ReturnType<typeof tracingTo>): number {
+function endMany(tracing: Tracing): number {
   const started = performance.now();
   for (let i = 0; i < SPANS; i++) {
     const span = tracing.tracer.startRequest("in", 0, { offset: String(i) }, "online");
@@ -62,7 +63,7 @@ function endMany(tracing: ReturnType<typeof tracingTo>): number {
 }
 
 /** Waits until no export is in flight (each answers or times out within the export timeout). */
-async function settled(tracing: ReturnType<typeof tracingTo>) {
+async function settled(tracing: Tracing) {
   const deadline = Date.now() + 10_000;
   while (tracing.stats().exporting > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
   return tracing.stats();
@@ -79,7 +80,7 @@ describe("a collector that is down never holds up the pipeline", () => {
     async (exporter) => {
       const port = await closedPort();
       const path = exporter === "zipkin" ? "/api/v2/spans" : "/v1/traces";
-      const tracing = tracingTo(exporter, `http://127.0.0.1:${port}${path}`);
+      const tracing = await tracingTo(exporter, `http://127.0.0.1:${port}${path}`);
       cleanups.push(() => tracing.shutdown());
 
       const elapsed = endMany(tracing);
@@ -109,7 +110,7 @@ describe("a collector that is down never holds up the pipeline", () => {
   it("a collector that never answers: each export is counted failed after the export timeout", async () => {
     const collector = await silentCollector();
     cleanups.push(() => collector.close());
-    const tracing = tracingTo("zipkin", `http://127.0.0.1:${collector.port}/api/v2/spans`);
+    const tracing = await tracingTo("zipkin", `http://127.0.0.1:${collector.port}/api/v2/spans`);
     cleanups.push(() => tracing.shutdown());
 
     expect(endMany(tracing)).toBeLessThan(2000);

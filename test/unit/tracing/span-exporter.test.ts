@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { tracingSchema } from "../../../src/config/tracing-config-schema.js";
-import { createTracing } from "../../../src/tracing/tracing.js";
+import { createTracing } from "../../../src/tracing/tracer-factory.js";
 import { tracingSettings } from "../../../src/tracing/tracing-settings.js";
 
 interface Received {
@@ -35,7 +35,7 @@ afterEach(async () => {
 });
 
 async function exportOneSpan(env: Record<string, string>) {
-  const tracing = createTracing(
+  const tracing = await createTracing(
     tracingSettings(tracingSchema.parse({}), { OTEL_BSP_SCHEDULE_DELAY: "10", ...env }),
     {
       serviceVersion: "1.2.3",

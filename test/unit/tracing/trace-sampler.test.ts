@@ -8,7 +8,7 @@ const unsampled: IHeaders = { traceparent: `00-${"c".repeat(32)}-${"d".repeat(16
 
 /** How many of a sampled-parent, an unsampled-parent and a parentless request span are recorded. */
 async function recorded(config: Parameters<typeof inMemoryTracing>[0]) {
-  const t = inMemoryTracing(config);
+  const t = await inMemoryTracing(config);
   const tracer = t.tracing.tracer;
   const spans = [sampled, unsampled, undefined].map((headers, i) =>
     tracer.startRequest(`t${i}`, 0, { offset: String(i), headers }, "online"),
@@ -60,8 +60,8 @@ describe("the sampler tracing.sampler names", () => {
     });
   });
 
-  it("an unrecorded request still passes its trace on, marked not sampled", () => {
-    const t = inMemoryTracing();
+  it("an unrecorded request still passes its trace on, marked not sampled", async () => {
+    const t = await inMemoryTracing();
     const headers = t.tracing.tracer
       .startRequest("t", 0, { offset: "0", headers: unsampled }, "online")
       .traceHeaders();
