@@ -147,8 +147,8 @@ module.exports = {
       name: "devtools-stay-dev",
       severity: "error",
       comment:
-        "src/devtools (local broker and registry: JVM/Maven tooling) is for development and tests; only the CLI's dev " +
-        "commands (kafka, registry, demo) use it at run time.",
+        "src/devtools (local broker, registry and Zipkin: JVM/Maven tooling) is for development and tests; only the " +
+        "CLI's dev commands (kafka, registry, zipkin, demo) use it at run time.",
       from: { path: "^src/", pathNot: "^src/(cli|devtools)/" },
       to: { path: "^src/devtools/" },
     },
@@ -174,6 +174,23 @@ module.exports = {
           "^src/(processor|batch|microbatch|events|delivery|model|kafka|observability|app|cli|devtools)/",
         ],
       },
+    },
+    {
+      name: "tracing-stands-alone",
+      severity: "error",
+      comment:
+        "src/tracing (OpenTelemetry spans, the W3C headers, the export queue) is called by the pipeline and " +
+        "imports none of it: only contracts, config and sluice-error.ts. It reads Kafka headers through " +
+        "kafkajs's IHeaders type, never src/kafka.",
+      from: { path: "^src/tracing/" },
+      to: { path: "^src/", pathNot: ["^src/(tracing|contracts|config)/", "^src/sluice-error\\.ts$"] },
+    },
+    {
+      name: "tracing-types-kafkajs-only",
+      severity: "error",
+      comment: "src/tracing uses kafkajs for the IHeaders type only; it never talks to Kafka.",
+      from: { path: "^src/tracing/" },
+      to: { path: "(^|/)node_modules/kafkajs/", dependencyTypesNot: ["type-only"] },
     },
   ],
   options: {

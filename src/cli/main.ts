@@ -15,6 +15,7 @@ import * as planCommand from "./plan-command.js";
 import * as registryCommand from "./registry-command.js";
 import * as serveCommand from "./serve-command.js";
 import * as statusCommand from "./status-command.js";
+import * as zipkinCommand from "./zipkin-command.js";
 
 ignoreKafkajsNegativeTimeoutWarning();
 
@@ -37,6 +38,7 @@ const COMMANDS: { register(program: Command): void }[] = [
   inferCommand,
   registryCommand,
   aclsCommand,
+  zipkinCommand,
 ];
 
 export function buildProgram(): Command {

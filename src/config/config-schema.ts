@@ -7,6 +7,7 @@ import { kafkaSchema } from "./kafka-config-schema.js";
 import { lanesSchema } from "./lanes-config-schema.js";
 import { modelSchema } from "./model-config-schema.js";
 import { schemaRegistrySchema } from "./schema-registry-config-schema.js";
+import { tracingSchema } from "./tracing-config-schema.js";
 
 export { MODEL_INPUTS, modelSchema } from "./model-config-schema.js";
 
@@ -243,6 +244,7 @@ export const sluiceConfigSchema = z
     shutdown: shutdownSchema.prefault({}),
     schemaRegistry: schemaRegistrySchema.prefault({}),
     cost: costSchema.prefault({}),
+    tracing: tracingSchema.prefault({}),
   })
   .superRefine((c, ctx) => {
     // Cross-field rules: each names both keys so the fix is obvious.

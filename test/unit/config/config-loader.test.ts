@@ -181,6 +181,7 @@ describe("loadConfig", () => {
       "shutdown",
       "schemaRegistry",
       "cost",
+      "tracing",
     ]);
   });
 });
