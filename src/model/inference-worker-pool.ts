@@ -3,6 +3,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { Worker } from "node:worker_threads";
 import type { ModelSettings } from "../config/model-settings.js";
+import type { BackfillLimits } from "../contracts/backfill-limits.js";
 import type { Lane } from "../contracts/lane.js";
 import { SluiceError } from "../sluice-error.js";
 import type { ModelWorkers } from "./model-port.js";
@@ -84,21 +85,13 @@ interface Slot {
   backfillReadyAt: number;
 }
 
-/** How much of the workers the backfill lane may use (the SLO guard; docs/lanes.md). */
-export interface BackfillWorkerLimits {
-  /** Share of each worker's time for backfill calls (0..1); after a call of d ms the worker waits d × (1 − share) ÷ share. */
-  workerShare: number;
-  /** Backfill calls a worker may hold at once (0 = none, up to JOBS_PER_WORKER). */
-  workerDepth: number;
-}
-
 /**
  * Jobs a worker holds at once: the one it runs and the next one, so it starts the next ORT call
  * without waiting for the main thread to answer its reply (a busy main thread otherwise leaves the
  * worker idle between isolated items). An online call that arrives then waits for at most two
  * calls per worker (docs/lanes.md, "Slices").
  */
-const JOBS_PER_WORKER = 2;
+export const JOBS_PER_WORKER = 2;
 
 // The worker sits next to this module: `.ts` under vitest/tsx, `.js` in dist/.
 /**
@@ -189,7 +182,10 @@ export class InferenceWorkerPool {
   private readonly queue = new LaneJobQueue();
   private nextJobId = 1;
   private closing: Promise<void> | null = null;
-  private backfill: BackfillWorkerLimits = { workerShare: 1, workerDepth: JOBS_PER_WORKER };
+  private backfill: Pick<BackfillLimits, "workerShare" | "workerDepth"> = {
+    workerShare: 1,
+    workerDepth: JOBS_PER_WORKER,
+  };
   /** Backfill workers wanted; 0 = backfill calls share the online workers. */
   private backfillWorkers: number;
   /** A dispatch scheduled for when a worker's backfill gap ends. */
@@ -293,12 +289,12 @@ export class InferenceWorkerPool {
     });
   }
 
-  /** The SLO guard's limits on backfill calls (docs/lanes.md); online calls are never limited. */
-  limitBackfill(limits: BackfillWorkerLimits): void {
-    this.backfill = {
-      workerShare: Math.min(1, Math.max(0, limits.workerShare)),
-      workerDepth: Math.min(JOBS_PER_WORKER, Math.max(0, Math.floor(limits.workerDepth))),
-    };
+  /**
+   * The SLO guard's levers on backfill calls (docs/lanes.md, "The levers"), as its table made them;
+   * online calls are never limited.
+   */
+  limitBackfill(limits: Pick<BackfillLimits, "workerShare" | "workerDepth">): void {
+    this.backfill = { workerShare: limits.workerShare, workerDepth: limits.workerDepth };
     this.dispatch();
   }
 

@@ -1,4 +1,3 @@
-import { onlineLatencyTargetMs } from "../config/lanes-config-schema.js";
 import { RequestDecoder } from "../contracts/request-codec.js";
 import { partitionsByTopic, type TopicPartition, topicPartitionKey } from "../contracts/topic-partition.js";
 import type { CompletionBuilder } from "../delivery/completion-builder.js";
@@ -9,7 +8,6 @@ import type { LaneBatch } from "../microbatch/lane-batcher.js";
 import type { ModelPort } from "../model/model-port.js";
 import { SluiceError } from "../sluice-error.js";
 import type { Clock } from "../time/clock.js";
-import type { BackfillLimits } from "./backfill-guard.js";
 import { BackfillThrottle } from "./backfill-throttle.js";
 import { LaneBackpressure, type LaneCounts } from "./lane-backpressure.js";
 import { LaneDispatcher } from "./lane-dispatcher.js";
@@ -126,18 +124,16 @@ export class StreamProcessor {
       complete: (task, generation, offset, completion) => this.complete(task, generation, offset, completion),
     });
     this.backpressure = new LaneBackpressure(settings.maxQueuedRecords, settings.backfillTopics.length > 0);
-    this.throttle =
-      settings.backfillTopics.length > 0 && settings.backfillGuard
-        ? new BackfillThrottle({
-            target: onlineLatencyTargetMs(settings.onlineLatencyTargetMs, settings),
-            maxInFlightBatches: settings.maxInFlightBatches,
-            events: deps.events,
-            clock: deps.clock,
-            log: deps.log,
-            isOnlineTopic: (topic) => !settings.backfillTopics.includes(topic),
-            apply: (limits) => this.limitBackfill(limits),
-          })
-        : undefined;
+    this.throttle = BackfillThrottle.forSettings(settings, {
+      events: deps.events,
+      clock: deps.clock,
+      log: deps.log,
+      levers: {
+        setBatchSlots: (slots) => this.dispatcher.setBackfillSlots(slots),
+        limitModel: (limits) => this.deps.model.limitBackfill?.(limits),
+        holdFetches: (paused) => this.holdBackfillFetches(paused),
+      },
+    });
     this.restoreContext = {
       isStopping: () => this.stopping,
       createCommitter: (task) => this.createCommitter(task),
@@ -318,9 +314,8 @@ export class StreamProcessor {
       onFailure: (error) => {
         if (created !== undefined && task.committer === created) this.reset(task, error);
       },
-      ...(task.lane === "backfill" && this.throttle
-        ? { commitShare: () => this.throttle?.commitShare ?? 1 }
-        : {}),
+      // The guard's commitShare lever, read by the committer whenever it schedules a commit.
+      ...(task.lane === "backfill" && this.throttle ? { commitShare: this.throttle.commitShare } : {}),
     });
     return created;
   }
@@ -449,12 +444,10 @@ export class StreamProcessor {
     this.emit("consumer.resumed", { lanes: resume });
   }
 
-  /** The SLO guard's levers: backfill batch slots, the workers' share, and the lane's fetches. */
-  private limitBackfill(limits: BackfillLimits): void {
-    this.dispatcher.setBackfillSlots(limits.batchSlots);
-    this.deps.model.limitBackfill?.(limits);
+  /** The SLO guard's `fetchPaused` lever: holds (or lets go of) the backfill lane's fetches. */
+  private holdBackfillFetches(paused: boolean): void {
     if (this.stopping) return;
-    const change = this.backpressure.holdBackfill(limits.fetchPaused);
+    const change = this.backpressure.holdBackfill(paused);
     if (change === "pause") {
       this.safePause(this.runningPartitions(["backfill"]));
       this.emit("consumer.paused", { reason: "SLO guard: online tail above target", lanes: ["backfill"] });
