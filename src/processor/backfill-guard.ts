@@ -1,6 +1,6 @@
 import type { BackfillLimits } from "../contracts/backfill-limits.js";
 import type { Lane } from "../contracts/lane.js";
-import { JOBS_PER_WORKER } from "../model/inference-worker-pool.js";
+import { JOBS_PER_WORKER } from "../model/pool/dispatcher.js";
 import { LatencyWindow } from "./latency-window.js";
 
 /**
