@@ -78,9 +78,10 @@ export interface PartitionCommitterOptions {
   runCostTopic?: string;
   /**
    * The share of the commit cadence this partition may use now: the SLO guard's lever on backfill
-   * partitions, so their commits yield to online ones (docs/lanes.md, "The SLO guard"). 1 = every
-   * `commitIntervalMs`; s in (0, 1] = every `commitIntervalMs ÷ s` (at most ×10). A full
-   * transaction's worth, `commitSoon`, `flush` and a clean close commit at once as always. Unset = 1.
+   * partitions, so their commits yield to online ones (docs/lanes.md, "The levers"): every
+   * `commitIntervalMs ÷ s`, taken as it comes. The guard's levers table is the one home of its bound:
+   * s in [0.25, 1], so commits are at most four intervals apart. A full transaction's worth,
+   * `commitSoon`, `flush` and a clean close commit at once as always. Unset = 1.
    */
   commitShare?: () => number;
   /** Called after each committed transaction (records waiting for commit went down). */
@@ -202,8 +203,8 @@ export class PartitionCommitter {
 
   private schedule(): void {
     if (this.commitIntervalMs === 0 || this.failure || this.closed) return;
-    // Spaced by the share (at most ×10).
-    const share = Math.min(1, Math.max(0.1, this.opts.commitShare?.() ?? 1));
+    // Spaced by the guard's share (its levers table bounds it: at most ×4).
+    const share = this.opts.commitShare?.() ?? 1;
     this.timer = this.clock.setTimeout(() => {
       this.timer = undefined;
       void this.commitNow().finally(() => this.schedule());

@@ -1,3 +1,4 @@
+import type { BackfillLimits } from "../contracts/backfill-limits.js";
 import type { InferenceOutput, InferenceRequest, ModelIdentity } from "../contracts/inference.js";
 import type { Lane } from "../contracts/lane.js";
 import type { ThreadCpuSource } from "./thread-cpu-clock.js";
@@ -72,16 +73,6 @@ export interface ModelRunOptions {
   lane?: Lane;
 }
 
-/** How much of the model the backfill lane may use now: the SLO guard's levers (docs/lanes.md). */
-export interface BackfillModelLimits {
-  /** Share of each worker's time for backfill ORT calls (0..1; a duty cycle). */
-  workerShare: number;
-  /** Backfill ORT calls a worker may hold at once (0 = none). */
-  workerDepth: number;
-  /** Backfill slices' time budget as a share of `model.backfillSliceMs` (0..1). */
-  sliceShare: number;
-}
-
 export interface ModelPort {
   readonly identity: ModelIdentity;
   readonly task: ModelTask;
@@ -101,8 +92,12 @@ export interface ModelPort {
     texts: readonly unknown[],
     options?: ModelRunOptions,
   ): Promise<{ outcomes: ItemOutcome[]; stats: ModelCallStats }>;
-  /** Applies the SLO guard's limits to backfill calls; models without lanes ignore it. */
-  limitBackfill?(limits: BackfillModelLimits): void;
+  /**
+   * The SLO guard's levers on the model's backfill calls (docs/lanes.md, "The levers"): the workers'
+   * duty cycle and depth, and the slice budget, as the guard's table made them (no clamping here).
+   * Models without lanes leave it out.
+   */
+  limitBackfill?(limits: Pick<BackfillLimits, "workerShare" | "workerDepth" | "sliceShare">): void;
   close(): Promise<void>;
 }
 

@@ -1,18 +1,12 @@
 import { readFile } from "node:fs/promises";
 import type { ModelSettings } from "../config/model-settings.js";
+import type { BackfillLimits } from "../contracts/backfill-limits.js";
 import type { ModelIdentity } from "../contracts/inference.js";
 import type { Lane } from "../contracts/lane.js";
 import { SluiceError } from "../sluice-error.js";
 import { InferenceWorkerPool } from "./inference-worker-pool.js";
 import { fingerprintModel } from "./model-fingerprint.js";
-import type {
-  BackfillModelLimits,
-  ItemOutcome,
-  ModelCallStats,
-  ModelPort,
-  ModelRunOptions,
-  ModelWorkers,
-} from "./model-port.js";
+import type { ItemOutcome, ModelCallStats, ModelPort, ModelRunOptions, ModelWorkers } from "./model-port.js";
 import { readOnnxSummary } from "./onnx-metadata.js";
 import { applyOnnxruntimeTelemetry } from "./onnxruntime-telemetry.js";
 import { type RowRequest, splitOutputs, stackFeeds, stackGroups } from "./tensor-batch.js";
@@ -145,8 +139,11 @@ export class TensorModelRunner implements ModelPort {
     };
   }
 
-  /** The SLO guard's limits on backfill calls (docs/lanes.md); slices stay row-bounded here. */
-  limitBackfill(limits: BackfillModelLimits): void {
+  /**
+   * The SLO guard's levers on backfill calls (docs/lanes.md): the duty cycle and depth in the pool;
+   * slices stay row-bounded here (`model.backfillSliceRows`), so `sliceShare` does not apply.
+   */
+  limitBackfill(limits: Pick<BackfillLimits, "workerShare" | "workerDepth" | "sliceShare">): void {
     this.pool.limitBackfill(limits);
   }
 

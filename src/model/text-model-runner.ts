@@ -1,5 +1,6 @@
 import { readFile } from "node:fs/promises";
 import type { ModelSettings } from "../config/model-settings.js";
+import type { BackfillLimits } from "../contracts/backfill-limits.js";
 import type { ModelIdentity } from "../contracts/inference.js";
 import type { Lane } from "../contracts/lane.js";
 import { SluiceError } from "../sluice-error.js";
@@ -8,7 +9,6 @@ import { InferenceWorkerPool } from "./inference-worker-pool.js";
 import type { ModelDescription } from "./model-description.js";
 import { fingerprintModel, type ModelFingerprint } from "./model-fingerprint.js";
 import type {
-  BackfillModelLimits,
   ItemOutcome,
   ModelCallStats,
   ModelPort,
@@ -155,8 +155,9 @@ export class TextModelRunner implements ModelPort {
     return { outcomes, stats: { inferenceMs, realTokens, paddedTokens, cpuMs: cpu.ms } };
   }
 
-  limitBackfill(limits: BackfillModelLimits): void {
-    this.sliceShare = Math.min(1, Math.max(0, limits.sliceShare));
+  /** The SLO guard's levers, as its table made them: the slice budget here, the duty cycle in the pool. */
+  limitBackfill(limits: Pick<BackfillLimits, "workerShare" | "workerDepth" | "sliceShare">): void {
+    this.sliceShare = limits.sliceShare;
     this.pool.limitBackfill(limits);
   }
 

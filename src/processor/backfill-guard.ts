@@ -1,4 +1,6 @@
+import type { BackfillLimits } from "../contracts/backfill-limits.js";
 import type { Lane } from "../contracts/lane.js";
+import { JOBS_PER_WORKER } from "../model/pool/dispatcher.js";
 import { LatencyWindow } from "./latency-window.js";
 
 /**
@@ -61,7 +63,7 @@ export type GuardTransition = "engaged" | "released" | "unmeetable";
 export interface GuardState {
   /**
    * How much of the model and the commit cadence the backfill lane may use: 1 = unthrottled,
-   * 0 = paused (no new backfill batches or calls, fetches paused). See `backfillLimits`.
+   * 0 = paused (no new backfill batches or calls, fetches paused). See `LEVERS`.
    */
   allowance: number;
   /** Online latency (commit time − request timestamp) at GUARD.quantile over the window; undefined without samples. */
@@ -244,50 +246,54 @@ export class BackfillGuard {
   }
 }
 
-/** What an allowance means for each of the backfill lane's levers (one home; docs/lanes.md). */
-export interface BackfillLimits {
-  /** Backfill batches in flight at once (LaneBatcher slots); 0 = no new backfill batch forms. */
-  batchSlots: number;
-  /**
-   * Share of each worker's time that backfill ORT calls may take (duty cycle; the pool waits
-   * `call time × (1 − share) ÷ share` before a worker's next backfill call). 1 = no gap.
-   */
-  workerShare: number;
-  /** Backfill calls a worker may hold at once (the one it runs and the next; 1 under the guard). */
-  workerDepth: number;
-  /** Backfill slices' time budget, as a share of `model.backfillSliceMs`. */
-  sliceShare: number;
-  /** Backfill partitions commit every commitIntervalMs ÷ this (at most ×4). */
-  commitShare: number;
-  /** Backfill fetches paused. */
-  fetchPaused: boolean;
-}
+/**
+ * The least share of the slice budget and of the commit cadence a throttled backfill keeps: its
+ * slices stay at least a quarter of `model.backfillSliceMs`, and its partitions commit at most four
+ * `lanes.backfillCommitIntervalMs` apart (spaced, never held: held commits went out in bursts).
+ */
+export const MIN_SHARE = 0.25;
 
-export function backfillLimits(allowance: number, maxInFlightBatches: number): BackfillLimits {
-  if (allowance >= 1)
-    return {
-      batchSlots: maxInFlightBatches,
-      workerShare: 1,
-      workerDepth: 2,
-      sliceShare: 1,
-      commitShare: 1,
-      fetchPaused: false,
-    };
-  if (allowance <= 0)
-    return {
-      batchSlots: 0,
-      workerShare: 0,
-      workerDepth: 0,
-      sliceShare: 0,
-      commitShare: 0.25,
-      fetchPaused: true,
-    };
+/** One lever's value in a band of the table, from the allowance a and `batching.maxInFlightBatches`. */
+type Lever<T> = (a: number, maxInFlightBatches: number) => T;
+
+/** A row of the levers table: an allowance band and what each lever is in it. */
+export type LeverRow = {
+  /** The band, as docs/lanes.md's first column names it. */
+  readonly allowance: "1" | "0 < a < 1" | "0";
+  readonly holds: (a: number) => boolean;
+} & { readonly [K in keyof BackfillLimits]: Lever<BackfillLimits[K]> };
+
+const is =
+  <T>(value: T): Lever<T> =>
+  () =>
+    value;
+const theAllowance: Lever<number> = (a) => a;
+const allowanceAtLeastMin: Lever<number> = (a) => Math.max(a, MIN_SHARE);
+const maxInFlight: Lever<number> = (_a, maxInFlightBatches) => maxInFlightBatches;
+
+/**
+ * What an allowance means for each of the backfill lane's levers: docs/lanes.md's levers table, row
+ * by row (test/unit/processor/backfill-levers-doc.test.ts reads that table and checks it says this).
+ * The one home of every lever's value and bound: the parts that take a lever (the batcher's slots,
+ * the pool's duty cycle and depth, the runner's slices, the committers' cadence, the fetches) use it
+ * as it comes, unclamped.
+ */
+// biome-ignore format: a table, aligned like the one in docs/lanes.md
+export const LEVERS: readonly LeverRow[] = [
+  { allowance: "1",         holds: (a) => a >= 1, batchSlots: maxInFlight, workerShare: is(1),        workerDepth: is(JOBS_PER_WORKER), sliceShare: is(1),               commitShare: is(1),               fetchPaused: is(false) },
+  { allowance: "0 < a < 1", holds: (a) => a > 0,  batchSlots: is(1),       workerShare: theAllowance, workerDepth: is(1),               sliceShare: allowanceAtLeastMin, commitShare: allowanceAtLeastMin, fetchPaused: is(false) },
+  { allowance: "0",         holds: () => true,    batchSlots: is(0),       workerShare: is(0),        workerDepth: is(0),               sliceShare: is(0),               commitShare: is(MIN_SHARE),       fetchPaused: is(true) },
+];
+
+/** The levers for allowance `a` (0..1, as the guard keeps it): the first row of LEVERS whose band holds it. */
+export function backfillLimits(a: number, maxInFlightBatches: number): BackfillLimits {
+  const row = LEVERS.find((r) => r.holds(a)) as LeverRow;
   return {
-    batchSlots: 1,
-    workerShare: allowance,
-    workerDepth: 1,
-    sliceShare: Math.max(allowance, 0.25),
-    commitShare: Math.max(allowance, 0.25),
-    fetchPaused: false,
+    batchSlots: row.batchSlots(a, maxInFlightBatches),
+    workerShare: row.workerShare(a, maxInFlightBatches),
+    workerDepth: row.workerDepth(a, maxInFlightBatches),
+    sliceShare: row.sliceShare(a, maxInFlightBatches),
+    commitShare: row.commitShare(a, maxInFlightBatches),
+    fetchPaused: row.fetchPaused(a, maxInFlightBatches),
   };
 }

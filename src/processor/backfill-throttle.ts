@@ -1,13 +1,23 @@
+import { onlineLatencyTargetMs } from "../config/lanes-config-schema.js";
+import type { BackfillLimits } from "../contracts/backfill-limits.js";
 import type { SluiceEvents } from "../events/sluice-events.js";
 import type { Clock } from "../time/clock.js";
-import {
-  BackfillGuard,
-  type BackfillLimits,
-  backfillLimits,
-  GUARD,
-  type GuardTarget,
-} from "./backfill-guard.js";
-import type { ProcessorLog } from "./stream-processor-options.js";
+import { BackfillGuard, backfillLimits, GUARD, type GuardTarget } from "./backfill-guard.js";
+import type { ProcessorLog, ProcessorSettings } from "./stream-processor-options.js";
+
+/**
+ * The parts the guard's levers move, each taking its lever as the table made it (no clamping
+ * there). The committers of backfill partitions come and go with the assignment, so they read
+ * theirs, `BackfillThrottle.commitShare`, whenever they schedule a commit.
+ */
+export interface BackfillLeverTargets {
+  /** `batchSlots`: backfill batches in flight (the batcher's backfill slots). */
+  setBatchSlots(slots: number): void;
+  /** `workerShare`, `workerDepth`, `sliceShare`: the model's backfill calls (ModelPort.limitBackfill). */
+  limitModel(limits: Pick<BackfillLimits, "workerShare" | "workerDepth" | "sliceShare">): void;
+  /** `fetchPaused`: the backfill partitions' fetches. */
+  holdFetches(paused: boolean): void;
+}
 
 /** What the throttle needs of the processor (docs/design.md §6.17: a minimal context, not the owner). */
 export interface BackfillThrottleContext {
@@ -18,15 +28,15 @@ export interface BackfillThrottleContext {
   log: ProcessorLog;
   /** Topics of the online lane: their committed results are the guard's samples. */
   isOnlineTopic(topic: string): boolean;
-  /** Applies new limits to the backfill lane's levers (batch slots, workers, fetches). */
-  apply(limits: BackfillLimits): void;
+  levers: BackfillLeverTargets;
 }
 
 /**
  * Runs the backfill lane's SLO guard in a processor (docs/lanes.md, "The SLO guard"): feeds it the
  * online results' latencies as they commit (`record.outcome`) and the model time per lane
  * (`microbatch.inferred`), asks it for a decision every GUARD.tickMs, applies the limits when the
- * allowance changes, emits `guard.adjusted`, and logs one line when it engages or releases.
+ * allowance changes (the one place they are applied: `apply`), emits `guard.adjusted`, and logs one
+ * line when it engages or releases.
  */
 export class BackfillThrottle {
   private readonly guard: BackfillGuard;
@@ -37,14 +47,32 @@ export class BackfillThrottle {
   private running = false;
   private readonly unsubscribe: (() => void)[] = [];
 
+  /**
+   * The `commitShare` lever: the share of the commit cadence backfill partitions may use now, read by
+   * each backfill partition's committer (PartitionCommitter `commitShare`) when it schedules a commit.
+   */
+  readonly commitShare = (): number => this.limits.commitShare;
+
   constructor(private readonly ctx: BackfillThrottleContext) {
     this.guard = new BackfillGuard(ctx.target);
     this.limits = backfillLimits(1, ctx.maxInFlightBatches);
   }
 
-  /** Share of the commit cadence backfill partitions may use now (PartitionCommitter `commitShare`). */
-  get commitShare(): number {
-    return this.limits.commitShare;
+  /**
+   * The throttle of a processor with these settings: undefined without backfill topics, or with
+   * `lanes.guard: false`.
+   */
+  static forSettings(
+    settings: ProcessorSettings,
+    ctx: Omit<BackfillThrottleContext, "target" | "maxInFlightBatches" | "isOnlineTopic">,
+  ): BackfillThrottle | undefined {
+    if (settings.backfillTopics.length === 0 || !settings.backfillGuard) return undefined;
+    return new BackfillThrottle({
+      ...ctx,
+      target: onlineLatencyTargetMs(settings.onlineLatencyTargetMs, settings),
+      maxInFlightBatches: settings.maxInFlightBatches,
+      isOnlineTopic: (topic) => !settings.backfillTopics.includes(topic),
+    });
   }
 
   start(): void {
@@ -69,7 +97,7 @@ export class BackfillThrottle {
     if (this.timer !== undefined) this.ctx.clock.clearTimeout(this.timer);
     this.timer = undefined;
     for (const off of this.unsubscribe.splice(0)) off();
-    this.setLimits(backfillLimits(1, this.ctx.maxInFlightBatches));
+    this.apply(backfillLimits(1, this.ctx.maxInFlightBatches));
   }
 
   private schedule(): void {
@@ -86,7 +114,7 @@ export class BackfillThrottle {
     const state = this.guard.tick(this.ctx.clock.now());
     if (state.allowance !== this.limitsAllowance) {
       this.limitsAllowance = state.allowance;
-      this.setLimits(backfillLimits(state.allowance, this.ctx.maxInFlightBatches));
+      this.apply(backfillLimits(state.allowance, this.ctx.maxInFlightBatches));
     }
     const { transition, estimateMs, ...rest } = state;
     this.ctx.events.emit("guard.adjusted", {
@@ -114,8 +142,16 @@ export class BackfillThrottle {
       );
   }
 
-  private setLimits(limits: BackfillLimits): void {
+  /** The one place the levers are applied: each part gets its own, as the table made it. */
+  private apply(limits: BackfillLimits): void {
     this.limits = limits;
-    this.ctx.apply(limits);
+    const { levers } = this.ctx;
+    levers.setBatchSlots(limits.batchSlots);
+    levers.limitModel({
+      workerShare: limits.workerShare,
+      workerDepth: limits.workerDepth,
+      sliceShare: limits.sliceShare,
+    });
+    levers.holdFetches(limits.fetchPaused);
   }
 }

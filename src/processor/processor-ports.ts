@@ -68,8 +68,9 @@ export interface CommitterHooks {
   /** The committer failed for good (sticky); the owner resets the task. */
   onFailure(error: SluiceError): void;
   /**
-   * Backfill partitions: the share of the commit cadence they may use now (the SLO guard; 0 = held).
-   * Absent: always the full cadence.
+   * Backfill partitions: the share of the commit cadence they may use now, the SLO guard's
+   * `commitShare` lever (in [0.25, 1]: commits spaced, never held; docs/lanes.md "The levers"), read
+   * whenever the committer schedules a commit. Absent: always the full cadence.
    */
   commitShare?: () => number;
 }

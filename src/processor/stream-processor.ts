@@ -1,4 +1,3 @@
-import { onlineLatencyTargetMs } from "../config/lanes-config-schema.js";
 import { RequestDecoder } from "../contracts/request-codec.js";
 import { partitionsByTopic, type TopicPartition, topicPartitionKey } from "../contracts/topic-partition.js";
 import type { CompletionBuilder } from "../delivery/completion-builder.js";
@@ -9,10 +8,9 @@ import type { LaneBatch } from "../microbatch/lane-batcher.js";
 import type { ModelPort } from "../model/model-port.js";
 import { SluiceError } from "../sluice-error.js";
 import type { Clock } from "../time/clock.js";
-import type { BackfillLimits } from "./backfill-guard.js";
 import { BackfillThrottle } from "./backfill-throttle.js";
-import { LaneBackpressure, type LaneCounts } from "./lane-backpressure.js";
 import { LaneDispatcher } from "./lane-dispatcher.js";
+import { LaneFlowControl } from "./lane-flow-control.js";
 import { MicroBatchRunner } from "./micro-batch-runner.js";
 import type { PartitionRestorer, RestoreContext } from "./partition-restorer.js";
 import { PartitionTask } from "./partition-task.js";
@@ -49,9 +47,11 @@ export interface ProcessorReadiness {
 
 /**
  * The online pipeline: RecordSource → RequestDecoder → Deduplicator → LaneDispatcher (LaneBatcher) → model →
- * PartitionTask's committer. It keeps the lifecycle, assignment → tasks, intake, dispatch and
- * backpressure; each owned partition is a PartitionTask, restores are the PartitionRestorer's, and
- * what a record publishes is the CompletionBuilder's (docs/architecture.md, docs/processor.md).
+ * PartitionTask's committer. It keeps the lifecycle, assignment → tasks, intake and dispatch, and
+ * wires the rest: each owned partition is a PartitionTask, restores are the PartitionRestorer's,
+ * pausing and resuming partitions is the LaneFlowControl's, the SLO guard's levers the
+ * BackfillThrottle's, and what a record publishes is the CompletionBuilder's (docs/architecture.md,
+ * docs/processor.md).
  *
  * Recovery tiers (docs/design.md §6.4): a fenced or failed transaction voids the task's in-flight work
  * (its generation changes) and the task is reclaimed exactly like a fresh assignment; a source
@@ -64,7 +64,8 @@ export class StreamProcessor {
   private readonly schemaGate: WriterSchemaGate;
   private readonly dispatcher: LaneDispatcher;
   private readonly batches: MicroBatchRunner;
-  private readonly backpressure: LaneBackpressure;
+  /** Which lanes' partitions fetch: the queue bound and the guard's hold on backfill fetches. */
+  private readonly flow: LaneFlowControl;
   /** The backfill lane's SLO guard (docs/lanes.md); undefined without backfill topics or with lanes.guard off. */
   private readonly throttle: BackfillThrottle | undefined;
   private readonly tasks = new Map<string, PartitionTask>();
@@ -96,8 +97,7 @@ export class StreamProcessor {
       retryInitialMs: settings.schemaRetryInitialMs,
       retryMaxMs: settings.schemaRetryMaxMs,
       resume: (task) => {
-        if (!this.backpressure.pausesLane(task.lane) && !this.stopping && task.running)
-          this.safeResume([task.tp]);
+        if (!this.flow.pausesLane(task.lane) && !this.stopping && task.running) this.flow.resume([task.tp]);
       },
     });
     this.intake = new RequestIntake({
@@ -125,26 +125,34 @@ export class StreamProcessor {
       recordInference: (size, ms) => this.dispatcher.recordInference(size, ms),
       complete: (task, generation, offset, completion) => this.complete(task, generation, offset, completion),
     });
-    this.backpressure = new LaneBackpressure(settings.maxQueuedRecords, settings.backfillTopics.length > 0);
-    this.throttle =
-      settings.backfillTopics.length > 0 && settings.backfillGuard
-        ? new BackfillThrottle({
-            target: onlineLatencyTargetMs(settings.onlineLatencyTargetMs, settings),
-            maxInFlightBatches: settings.maxInFlightBatches,
-            events: deps.events,
-            clock: deps.clock,
-            log: deps.log,
-            isOnlineTopic: (topic) => !settings.backfillTopics.includes(topic),
-            apply: (limits) => this.limitBackfill(limits),
-          })
-        : undefined;
+    this.flow = new LaneFlowControl(
+      {
+        source: deps.source,
+        events: deps.events,
+        log: deps.log,
+        tasks: () => this.tasks.values(),
+        isStopping: () => this.stopping,
+      },
+      settings.maxQueuedRecords,
+      settings.backfillTopics.length > 0,
+    );
+    this.throttle = BackfillThrottle.forSettings(settings, {
+      events: deps.events,
+      clock: deps.clock,
+      log: deps.log,
+      levers: {
+        setBatchSlots: (slots) => this.dispatcher.setBackfillSlots(slots),
+        limitModel: (limits) => this.deps.model.limitBackfill?.(limits),
+        holdFetches: (paused) => this.flow.holdBackfill(paused),
+      },
+    });
     this.restoreContext = {
       isStopping: () => this.stopping,
       createCommitter: (task) => this.createCommitter(task),
       dedupEntriesPerPartition: () => this.dedupEntriesPerPartition(),
       onRestored: (task, info) => {
         this.deps.source.seek(task.tp, info.offset);
-        if (!this.backpressure.pausesLane(task.lane) && !this.stopping) this.deps.source.resume([task.tp]);
+        if (!this.flow.pausesLane(task.lane) && !this.stopping) this.deps.source.resume([task.tp]);
         this.emit("partitions.restored", {
           ...task.tp,
           dedupEntries: info.dedupEntries,
@@ -275,7 +283,7 @@ export class StreamProcessor {
       this.emit("partitions.revoked", { topic, partitions });
     for (const [topic, partitions] of partitionsByTopic(fresh.map((t) => t.tp)))
       this.emit("partitions.assigned", { topic, partitions });
-    if (fresh.length > 0) this.safePause(fresh.map((t) => t.tp));
+    if (fresh.length > 0) this.flow.pause(fresh.map((t) => t.tp));
     // The dedup budget is per instance: re-split it over what we own now.
     const perPartition = this.dedupEntriesPerPartition();
     for (const t of this.tasks.values()) t.dedup?.setMaxEntries(perPartition);
@@ -303,7 +311,7 @@ export class StreamProcessor {
     task.revoke();
     this.tasks.delete(task.key);
     this.dispatcher.drop((item) => item.task === task);
-    this.maybeResume();
+    this.flow.afterDrained();
   }
 
   private async createCommitter(task: PartitionTask): Promise<TaskCommitter> {
@@ -312,15 +320,14 @@ export class StreamProcessor {
       // Records waiting for commit count toward maxQueuedRecords; a commit may end the pause.
       onCommitted: () => {
         task.committed();
-        this.maybeResume();
+        this.flow.afterDrained();
       },
       // Only the task's current committer may reset it; a late failure of a replaced one is moot.
       onFailure: (error) => {
         if (created !== undefined && task.committer === created) this.reset(task, error);
       },
-      ...(task.lane === "backfill" && this.throttle
-        ? { commitShare: () => this.throttle?.commitShare ?? 1 }
-        : {}),
+      // The guard's commitShare lever, read by the committer whenever it schedules a commit.
+      ...(task.lane === "backfill" && this.throttle ? { commitShare: this.throttle.commitShare } : {}),
     });
     return created;
   }
@@ -333,7 +340,7 @@ export class StreamProcessor {
     if (this.stopping || task.state === "revoked" || task.state === "closed") return;
     task.reset();
     this.dispatcher.drop((item) => item.task === task);
-    this.safePause([task.tp]);
+    this.flow.pause([task.tp]);
     if (error.code === "TOPIC_MISSING") {
       if (!this.halted) this.fatal(error);
       this.halted = true;
@@ -355,7 +362,7 @@ export class StreamProcessor {
     } else {
       reclaim();
     }
-    this.maybeResume();
+    this.flow.afterDrained();
   }
 
   // ── intake: fetch → decode → dedup → batcher ───────────────────────────────────────────────────
@@ -374,7 +381,7 @@ export class StreamProcessor {
     // A paused backfill lane takes nothing more (a fetch already under way would overshoot its share):
     // the records are fetched again when the lane resumes.
     // (A lane the SLO guard pauses keeps what one fetch brought: refusing it would only fetch it again.)
-    if (task.lane === "backfill" && this.backpressure.boundPauses("backfill")) return "refused";
+    if (task.lane === "backfill" && this.flow.boundPauses("backfill")) return "refused";
     const verdict = task.accept(records, fetchedOffset);
     if (verdict.kind === "refused") return "refused";
     if (verdict.kind === "reseek") {
@@ -382,13 +389,7 @@ export class StreamProcessor {
       return "ignored";
     }
     for (const r of verdict.records) this.take(task, r);
-    const pause = this.backpressure.onQueued(this.queuedRecords());
-    if (pause.length > 0) {
-      this.safePause(this.runningPartitions(pause));
-      // Completed records waiting for their transaction count toward the bound: commit them now.
-      for (const t of this.tasks.values()) if (t.running && pause.includes(t.lane)) t.committer?.commitSoon();
-      this.emit("consumer.paused", { reason: this.backpressure.reason(pause), lanes: pause });
-    }
+    this.flow.afterTaken();
     return "accepted";
   }
 
@@ -421,69 +422,7 @@ export class StreamProcessor {
     offset: string,
     completion: RecordCompletion,
   ): void {
-    if (!task.complete(generation, offset, completion)) return;
-    // A paused lane drains faster when its completed records commit now; only that lane's partitions,
-    // so a backfill paused at its share does not turn every online completion into a transaction.
-    if (this.backpressure.boundPauses(task.lane)) task.committer?.commitSoon();
-    this.maybeResume();
-  }
-
-  // ── backpressure ───────────────────────────────────────────────────────────────────────────────
-
-  /**
-   * Records taken from Kafka and not yet committed: in the batcher, inferring, or completed and
-   * waiting for their transaction. Counting the last kind bounds memory when commits lag behind
-   * a fast model (a long commitIntervalMs, a slow broker).
-   */
-  private queuedRecords(): LaneCounts {
-    const n: LaneCounts = { online: 0, backfill: 0 };
-    for (const t of this.tasks.values()) n[t.lane] += t.pendingRecords;
-    return n;
-  }
-
-  private maybeResume(): void {
-    if (!this.backpressure.paused || this.stopping) return;
-    const resume = this.backpressure.onDrained(this.queuedRecords());
-    if (resume.length === 0) return;
-    this.safeResume(this.runningPartitions(resume));
-    this.emit("consumer.resumed", { lanes: resume });
-  }
-
-  /** The SLO guard's levers: backfill batch slots, the workers' share, and the lane's fetches. */
-  private limitBackfill(limits: BackfillLimits): void {
-    this.dispatcher.setBackfillSlots(limits.batchSlots);
-    this.deps.model.limitBackfill?.(limits);
-    if (this.stopping) return;
-    const change = this.backpressure.holdBackfill(limits.fetchPaused);
-    if (change === "pause") {
-      this.safePause(this.runningPartitions(["backfill"]));
-      this.emit("consumer.paused", { reason: "SLO guard: online tail above target", lanes: ["backfill"] });
-    } else if (change === "resume") {
-      this.safeResume(this.runningPartitions(["backfill"]));
-      this.emit("consumer.resumed", { lanes: ["backfill"] });
-    }
-  }
-
-  private runningPartitions(lanes: readonly string[]): TopicPartition[] {
-    return [...this.tasks.values()].filter((t) => t.running && lanes.includes(t.lane)).map((t) => t.tp);
-  }
-
-  private safePause(tps: TopicPartition[]): void {
-    try {
-      this.deps.source.pause(tps);
-    } catch (error) {
-      // Before the first join kafkajs has no group to pause in; onRecords refuses records instead.
-      this.deps.log.warn({ err: String(error) }, "pausing partitions failed");
-    }
-  }
-
-  private safeResume(tps: TopicPartition[]): void {
-    try {
-      this.deps.source.resume(tps);
-    } catch (error) {
-      // Only when the consumer is not running (stopping or crashed); never let it break completion.
-      this.deps.log.warn({ err: String(error) }, "resuming partitions failed");
-    }
+    if (task.complete(generation, offset, completion)) this.flow.afterCompleted(task);
   }
 
   private emit<K extends SluiceEventName>(name: K, payload: SluiceEventMap[K]): void {
