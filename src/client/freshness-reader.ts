@@ -6,7 +6,7 @@ import {
 } from "../contracts/freshness-heartbeat.js";
 import { createKafkaFromClientConfig } from "../kafka/client/kafka-client.js";
 import { type KafkaAccess, kafkaFailure } from "../kafka/client/kafka-failure.js";
-import { type RangeReader, scanPartitionRanges } from "../kafka/read/partition-range-scan.js";
+import { readBounded } from "../kafka/read/bounded-reader.js";
 import { SluiceError } from "../sluice-error.js";
 
 export type { FreshnessHeartbeat } from "../contracts/freshness-heartbeat.js";
@@ -94,29 +94,36 @@ export async function readFreshness(opts: ReadFreshnessOptions): Promise<Freshne
   }
 
   const latest = new Map<string, FreshnessHeartbeat>();
-  const readers: RangeReader[] = [...ranges].map(([partition, r]) => ({
-    topic,
-    partition,
-    fromOffset: r.start.toString(),
-    onBatch: (messages, lastOffset) => {
-      for (const m of messages) {
-        if (!m.value) continue;
-        let hb: FreshnessHeartbeat;
-        try {
-          hb = decodeHeartbeat(m.value);
-        } catch {
-          continue; // not a heartbeat: someone else wrote to the topic; skip it
-        }
-        if (opts.groupId !== undefined && hb.groupId !== opts.groupId) continue;
-        const k = `${hb.groupId}\u0000${hb.topic}\u0000${hb.partition}`;
-        const prev = latest.get(k);
-        if (!prev || hb.emittedAtMs >= prev.emittedAtMs) latest.set(k, hb);
-      }
-      return lastOffset + 1n >= r.end;
-    },
-  }));
   try {
-    await scanPartitionRanges(kafka, { groupIdPrefix: FRESHNESS_READER_GROUP_PREFIX, readers, timeoutMs });
+    await readBounded({
+      kafka,
+      groupIdPrefix: FRESHNESS_READER_GROUP_PREFIX,
+      ranges: [...ranges].map(([partition, r]) => ({
+        topic,
+        partition,
+        fromOffset: r.start.toString(),
+        endOffset: r.end.toString(),
+      })),
+      order: "parallel",
+      doing: `reading freshness heartbeats from "${topic}"`,
+      timeoutMs,
+      onBatch: (_range, messages) => {
+        for (const m of messages) {
+          if (!m.value) continue;
+          let hb: FreshnessHeartbeat;
+          try {
+            hb = decodeHeartbeat(m.value);
+          } catch {
+            continue; // not a heartbeat: someone else wrote to the topic; skip it
+          }
+          if (opts.groupId !== undefined && hb.groupId !== opts.groupId) continue;
+          const k = `${hb.groupId}\u0000${hb.topic}\u0000${hb.partition}`;
+          const prev = latest.get(k);
+          if (!prev || hb.emittedAtMs >= prev.emittedAtMs) latest.set(k, hb);
+        }
+        return undefined;
+      },
+    });
   } catch (cause) {
     throw (
       kafkaFailure(cause, { doing: `reading freshness heartbeats from "${topic}"`, kafka, access }) ??

@@ -1,4 +1,4 @@
-import type { Kafka } from "kafkajs";
+import type { Kafka, KafkaMessage } from "kafkajs";
 import { topicPartitionKey } from "../../contracts/topic-partition.js";
 import type {
   ProbedRecord,
@@ -6,9 +6,8 @@ import type {
   RecordTimestampReader,
   TimestampProbe,
 } from "../../observability/record-timestamp-reader.js";
-import { SluiceError } from "../../sluice-error.js";
-import { kafkaFailure } from "../client/kafka-failure.js";
-import { type RangeReader, scanPartitionRanges } from "../read/partition-range-scan.js";
+import { isSluiceError, SluiceError } from "../../sluice-error.js";
+import { readBounded } from "../read/bounded-reader.js";
 
 /** Group-id prefix of the throwaway groups that read record timestamps (needs a PREFIXED READ ACL). */
 export const TIMESTAMP_PROBE_GROUP_PREFIX = "sluice-timestamp-probe-";
@@ -47,9 +46,9 @@ function resultOf(st: ProbeState): ProbeResult {
  * `RecordTimestampReader` on Kafka: reads the timestamps of individual records, e.g. the one at a
  * group's committed offset.
  *
- * Each `read()` is one `scanPartitionRanges` (partition-range-scan.ts: a throwaway consumer group
- * seeking in GROUP_JOIN, `read_committed`, so aborted records are skipped and marker-only batches
- * still move a probe on); a probed partition is paused as soon as it is answered.
+ * Each `read()` is one `readBounded` (bounded-reader.ts: a throwaway consumer group seeking in
+ * GROUP_JOIN, `read_committed`, so aborted records are skipped and marker-only batches still move a
+ * probe on); a probed partition is paused as soon as it is answered.
  * Cost: one JoinGroup/SyncGroup and one fetch per call, however many partitions are probed; a
  * counting probe (`countDataRecords`) reads its whole look-ahead, a fetch per 64 KiB.
  */
@@ -92,56 +91,51 @@ export class KafkaRecordTimestampReader implements RecordTimestampReader {
   }
 
   private async fetch(pending: ProbeState[], timeoutMs: number): Promise<void> {
-    const readers: RangeReader[] = pending.map((st) => ({
-      topic: st.probe.topic,
-      partition: st.probe.partition,
-      fromOffset: st.probe.fromOffset,
-      onBatch: (messages, lastOffset) => {
-        for (const m of messages) {
-          const offset = BigInt(m.offset);
-          if (offset < st.from) continue;
-          if (offset >= st.until) break;
-          const rec = { offset: m.offset, timestampMs: Number(m.timestamp) };
-          if (offset < st.split) {
-            st.before = rec;
-          } else if (st.probe.countDataRecords) {
-            st.atOrAfter ??= rec;
-            if (offset > st.lastCounted) {
-              st.dataRecords += 1;
-              st.lastCounted = offset;
-            }
-          } else {
-            st.atOrAfter = rec;
-            st.reached = offset;
-            return true;
+    const onBatch = (st: ProbeState, messages: readonly KafkaMessage[], lastOffset: bigint): boolean => {
+      for (const m of messages) {
+        const offset = BigInt(m.offset);
+        if (offset < st.from) continue;
+        if (offset >= st.until) break;
+        const rec = { offset: m.offset, timestampMs: Number(m.timestamp) };
+        if (offset < st.split) {
+          st.before = rec;
+        } else if (st.probe.countDataRecords) {
+          st.atOrAfter ??= rec;
+          if (offset > st.lastCounted) {
+            st.dataRecords += 1;
+            st.lastCounted = offset;
           }
+        } else {
+          st.atOrAfter = rec;
+          st.reached = offset;
+          return true;
         }
-        if (lastOffset > st.reached) st.reached = lastOffset;
-        return st.reached + 1n >= st.until;
-      },
-    }));
+      }
+      if (lastOffset > st.reached) st.reached = lastOffset;
+      return st.reached + 1n >= st.until;
+    };
     try {
-      await scanPartitionRanges(this.kafka, {
+      // A probe not answered by the timeout reports what it saw (`resultOf`).
+      await readBounded({
+        kafka: this.kafka,
         groupIdPrefix: TIMESTAMP_PROBE_GROUP_PREFIX,
-        readers,
+        ranges: pending.map((st) => ({
+          topic: st.probe.topic,
+          partition: st.probe.partition,
+          fromOffset: st.probe.fromOffset,
+          state: st,
+        })),
+        order: "parallel",
+        doing: "reading record timestamps (lag seconds)",
+        onBatch: (range, messages, lastOffset) => onBatch(range.state, messages, lastOffset),
         timeoutMs,
         // A small first batch is enough: we want a record or two, not throughput.
         consumer: { maxBytesPerPartition: 64 * 1024, retry: { retries: 2 } },
       });
     } catch (cause) {
-      const failure = kafkaFailure(cause, {
-        doing: "reading record timestamps (lag seconds)",
-        kafka: this.kafka,
-        access: [
-          { operation: "READ", resourceType: "GROUP", names: [TIMESTAMP_PROBE_GROUP_PREFIX], prefixed: true },
-          {
-            operation: "READ",
-            resourceType: "TOPIC",
-            names: [...new Set(pending.map((st) => st.probe.topic))],
-          },
-        ],
-      });
-      if (failure) throw failure;
+      // readBounded classifies Kafka failures (naming the group and topic accesses); anything else is
+      // the broker not answering.
+      if (isSluiceError(cause)) throw cause;
       throw new SluiceError(
         "BROKER_UNAVAILABLE",
         `Could not read record timestamps: ${(cause as Error).message}`,

@@ -2,6 +2,7 @@ import type { Kafka } from "kafkajs";
 import { OFFSET_CHECKPOINT_KEY } from "../../delivery/partition-committer.js";
 import { SluiceError } from "../../sluice-error.js";
 import { type KafkaAccess, kafkaFailure } from "../client/kafka-failure.js";
+import { readBounded } from "./bounded-reader.js";
 
 /** Group-id prefix of the throwaway consumer groups that read changelogs (needs a PREFIXED READ ACL). */
 export const RESTORE_GROUP_PREFIX = "sluice-restore-";
@@ -34,8 +35,8 @@ export interface ChangelogReaderOptions {
  * partitions. That aborts any open transaction of a previous owner, so the end offset read here is
  * stable and nothing committed later by that owner can exist (it is fenced).
  *
- * kafkajs has no manual partition assignment, so a short-lived consumer in a throwaway group reads
- * the topic and pauses the partitions it was not asked for.
+ * The read is one `readBounded` (bounded-reader.ts) over every requested partition, from its log start
+ * to the end offset read first.
  *
  * Requires `fixAbortedTransactionOrder()` (aborted-transaction-order.ts) to be applied in the
  * process (`createKafka` does), or aborted writes of fenced owners can come back.
@@ -66,12 +67,16 @@ export class ChangelogReader {
       error;
     const admin = this.kafka.admin();
     let ends: Map<number, bigint>;
+    const lows = new Map<number, string>();
     try {
       await admin.connect();
       const offsets = await admin.fetchTopicOffsets(topic);
       ends = new Map();
       for (const o of offsets) {
-        if (wanted.has(o.partition) && BigInt(o.high) > BigInt(o.low)) ends.set(o.partition, BigInt(o.high));
+        if (wanted.has(o.partition) && BigInt(o.high) > BigInt(o.low)) {
+          ends.set(o.partition, BigInt(o.high));
+          lows.set(o.partition, o.low);
+        }
       }
     } catch (error) {
       throw failure(error);
@@ -80,94 +85,44 @@ export class ChangelogReader {
     }
     if (ends.size === 0) return toResult(latest, checkpoints);
 
-    const consumer = this.kafka.consumer({
-      groupId: `${RESTORE_GROUP_PREFIX}${process.pid}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`,
-      readUncommitted: false,
-      allowAutoTopicCreation: false,
-      sessionTimeout: 10_000,
-      heartbeatInterval: 1_000,
-      maxWaitTimeInMs: 200,
-    });
-    const remaining = new Set(ends.keys());
-    let finish: (() => void) | undefined;
-    const finished = new Promise<void>((resolve) => {
-      finish = resolve;
-    });
-    const advance = (partition: number, lastOffset: string): void => {
-      const end = ends.get(partition);
-      if (end !== undefined && BigInt(lastOffset) + 1n >= end) {
-        remaining.delete(partition);
-        if (remaining.size === 0) finish?.();
-      }
-    };
-    // END_BATCH_PROCESS also fires for batches that are empty after filtering (only markers or
-    // aborted records), which is how a partition ending in a commit marker is seen to be done.
-    consumer.on(consumer.events.END_BATCH_PROCESS, (e) => {
-      if (e.payload.topic === topic) advance(e.payload.partition, e.payload.lastOffset);
-    });
-    // A crash the consumer does not recover from (a refused group, say) ends the read at once instead
-    // of after timeoutMs.
-    let crashed: ((error: unknown) => void) | undefined;
-    const crash = new Promise<never>((_, reject) => {
-      crashed = reject;
-    });
-    crash.catch(() => undefined);
-    consumer.on(consumer.events.CRASH, (e) => {
-      if (!e.payload.restart) crashed?.(e.payload.error);
-    });
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      await consumer.connect();
-      await consumer.subscribe({ topic, fromBeginning: true });
-      await consumer.run({
-        autoCommit: false,
-        eachBatch: async ({ batch, pause }) => {
-          if (!remaining.has(batch.partition)) {
-            if (!ends.has(batch.partition)) pause();
-            return;
-          }
-          const store = latest.get(batch.partition) as Map<string, ChangelogRecord>;
-          const end = ends.get(batch.partition) as bigint;
-          for (const m of batch.messages) {
-            if (BigInt(m.offset) >= end) break;
-            if (m.key === null) continue;
-            if (m.key.equals(OFFSET_CHECKPOINT_KEY)) {
-              if (m.value !== null && /^\d{1,19}$/.test(m.value.toString("utf8"))) {
-                checkpoints.set(batch.partition, m.value.toString("utf8"));
-              }
-              continue;
+    const { unfinished } = await readBounded({
+      kafka: this.kafka,
+      groupIdPrefix: RESTORE_GROUP_PREFIX,
+      ranges: [...ends].map(([partition, end]) => ({
+        topic,
+        partition,
+        fromOffset: lows.get(partition) as string,
+        endOffset: end.toString(),
+      })),
+      order: "parallel",
+      doing: `restoring dedup state from ${topic}`,
+      timeoutMs: this.timeoutMs,
+      consumer: { sessionTimeout: 10_000, heartbeatInterval: 1_000 },
+      onBatch: (range, messages) => {
+        const store = latest.get(range.partition) as Map<string, ChangelogRecord>;
+        for (const m of messages) {
+          if (m.key === null) continue;
+          if (m.key.equals(OFFSET_CHECKPOINT_KEY)) {
+            if (m.value !== null && /^\d{1,19}$/.test(m.value.toString("utf8"))) {
+              checkpoints.set(range.partition, m.value.toString("utf8"));
             }
-            const key = m.key.toString("utf8");
-            // Delete first so a re-remembered id moves to the end: the restored order is then
-            // last-remembered order, which the Deduplicator's size bound evicts from the front.
-            store.delete(key);
-            if (m.value !== null) store.set(key, { key, value: m.value, timestampMs: Number(m.timestamp) });
+            continue;
           }
-        },
-      });
-      await Promise.race([
-        finished,
-        crash,
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(
-            () =>
-              reject(
-                new SluiceError(
-                  "TRANSACTION_FAILED",
-                  `changelog restore of ${topic} partitions [${[...remaining].join(",")}] did not reach the end within ${this.timeoutMs} ms; check the broker and that no foreign producer writes the changelog`,
-                  { retriable: true, context: { topic } },
-                ),
-              ),
-            this.timeoutMs,
-          );
-        }),
-      ]);
-    } catch (error) {
-      throw failure(error);
-    } finally {
-      if (timer) clearTimeout(timer);
-      await consumer.disconnect().catch(() => undefined);
-    }
+          const key = m.key.toString("utf8");
+          // Delete first so a re-remembered id moves to the end: the restored order is then
+          // last-remembered order, which the Deduplicator's size bound evicts from the front.
+          store.delete(key);
+          if (m.value !== null) store.set(key, { key, value: m.value, timestampMs: Number(m.timestamp) });
+        }
+        return undefined;
+      },
+    });
+    if (unfinished.length > 0)
+      throw new SluiceError(
+        "TRANSACTION_FAILED",
+        `changelog restore of ${topic} partitions [${unfinished.map((r) => r.partition).join(",")}] did not reach the end within ${this.timeoutMs} ms; check the broker and that no foreign producer writes the changelog`,
+        { retriable: true, context: { topic } },
+      );
     return toResult(latest, checkpoints);
   }
 }

@@ -1,0 +1,108 @@
+import type { KafkaMessage } from "kafkajs";
+import { describe, expect, it } from "vitest";
+import { readBounded } from "../../src/kafka/read/bounded-reader.js";
+import {
+  createTopics,
+  produceMessages,
+  testKafka,
+  transactionalProducer,
+  uniqueName,
+} from "../support/kafka-harness.js";
+
+/**
+ * The one bounded reader, against the real broker: ranges end at their end offset even when the
+ * last records are a commit marker and aborted data, sequential reads come partition by partition,
+ * a timeout returns the ranges it did not finish instead of pretending they were read, and an abort
+ * ends the read.
+ */
+describe("readBounded on the real broker", () => {
+  it("reads ranges that end in aborted data and a commit marker, partition by partition when sequential", async () => {
+    const topic = uniqueName("bounded");
+    await createTopics([{ topic, numPartitions: 2 }]);
+    const kafka = testKafka();
+    await produceMessages(topic, [
+      { partition: 0, value: "p0-a" },
+      { partition: 0, value: "p0-b" },
+      { partition: 1, value: "p1-a" },
+    ]);
+    const producer = transactionalProducer(uniqueName("bounded-txn"), kafka);
+    await producer.connect();
+    const aborted = await producer.transaction();
+    await aborted.send({ topic, messages: [{ partition: 1, value: "p1-aborted" }] });
+    await aborted.abort();
+    const committed = await producer.transaction();
+    await committed.send({ topic, messages: [{ partition: 1, value: "p1-b" }] });
+    await committed.commit();
+    await producer.disconnect();
+    const admin = kafka.admin();
+    await admin.connect();
+    const ends = await admin.fetchTopicOffsets(topic);
+    await admin.disconnect();
+
+    const seen: string[] = [];
+    const { unfinished } = await readBounded({
+      kafka,
+      groupIdPrefix: uniqueName("bounded-group-"),
+      ranges: ends
+        .sort((a, b) => a.partition - b.partition)
+        .map((o) => ({ topic, partition: o.partition, fromOffset: "0", endOffset: o.high })),
+      order: "sequential",
+      doing: `reading ${topic}`,
+      timeoutMs: 30_000,
+      onBatch: (_range, messages: readonly KafkaMessage[]) => {
+        for (const m of messages) seen.push(m.value?.toString() ?? "");
+        return undefined;
+      },
+    });
+    expect(unfinished).toEqual([]);
+    // Partition 1's log ends in the commit marker after p1-b; the aborted record is never delivered.
+    expect(seen).toEqual(["p0-a", "p0-b", "p1-a", "p1-b"]);
+  });
+
+  it("returns the ranges it did not finish when the timeout comes first", async () => {
+    const topic = uniqueName("bounded-timeout");
+    await createTopics([{ topic }]);
+    await produceMessages(topic, [{ value: "only" }]);
+    const started = Date.now();
+    const range = { topic, partition: 0, fromOffset: "0", endOffset: "5" };
+    const { unfinished } = await readBounded({
+      kafka: testKafka(),
+      groupIdPrefix: uniqueName("bounded-group-"),
+      ranges: [range],
+      order: "parallel",
+      doing: `reading ${topic}`,
+      timeoutMs: 3_000,
+      onBatch: () => undefined,
+    });
+    expect(unfinished).toEqual([range]);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(3_000);
+  });
+
+  it("ends when its signal aborts, and when onBatch says a range is done", async () => {
+    const topic = uniqueName("bounded-abort");
+    await createTopics([{ topic, numPartitions: 2 }]);
+    await produceMessages(topic, [
+      { partition: 0, value: "a" },
+      { partition: 1, value: "b" },
+    ]);
+    const abort = new AbortController();
+    const read = readBounded({
+      kafka: testKafka(),
+      groupIdPrefix: uniqueName("bounded-group-"),
+      ranges: [
+        { topic, partition: 0, fromOffset: "0" },
+        { topic, partition: 1, fromOffset: "0" },
+      ],
+      order: "parallel",
+      doing: `reading ${topic}`,
+      signal: abort.signal,
+      // Partition 0 is done at its first record; partition 1 has no end and waits for more.
+      onBatch: (range, messages) => {
+        if (range.partition === 1 && messages.length > 0) setTimeout(() => abort.abort(), 200);
+        return range.partition === 0 && messages.length > 0;
+      },
+    });
+    const { unfinished } = await read;
+    expect(unfinished.map((r) => r.partition)).toEqual([1]);
+  });
+});
