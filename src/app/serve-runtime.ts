@@ -9,8 +9,12 @@ import { kafkaLagReaders } from "../kafka/probes/kafka-lag-readers.js";
 import { RunManifestFeed } from "../kafka/runs/run-manifest-feed.js";
 import { RunManifestStore } from "../kafka/runs/run-manifest-store.js";
 import { KafkaHeartbeatSink } from "../kafka/write/kafka-heartbeat-sink.js";
-import { type LoadedModel, loadModel } from "../model/model-loader.js";
-import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
+import type { LoadedModel } from "../model/model-loader.js";
+import {
+  candidateRunnerOptionsFromConfig,
+  modelRunnerOptionsFromConfig,
+} from "../model/model-runner-config.js";
+import { ModelSet, outputShapeOf } from "../model/model-set.js";
 import { BackfillRunBoard } from "../observability/backfill-run-board.js";
 import { BatchLog } from "../observability/batch-log.js";
 import { DeadLetterLog } from "../observability/dead-letter-log.js";
@@ -31,6 +35,8 @@ export interface ServeRuntime {
   processor: StreamProcessor;
   events: SluiceEvents;
   model: LoadedModel;
+  /** The serving model and the candidate, when configured (docs/model-upgrades.md). */
+  models: ModelSet;
   /** Base URL of the metrics/health server, e.g. `http://127.0.0.1:9464`. */
   metricsUrl: string;
   /** Resolves when the runtime stops by itself after a fatal error (with that error). */
@@ -130,20 +136,40 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
       );
   }
 
-  const model = await loadModel(
-    await modelRunnerOptionsFromConfig(config, (line) => logger.info({ component: "model-fetch" }, line)),
+  const fetchLog = (line: string) => logger.info({ component: "model-fetch" }, line);
+  const models = await ModelSet.load(
+    await modelRunnerOptionsFromConfig(config, fetchLog),
+    await candidateRunnerOptionsFromConfig(config, fetchLog),
   );
-  events.emit("model.loaded", {
-    name: model.identity.name,
-    version: model.identity.version,
-    task: model.task,
-    ...(model.workers ? { workers: model.workers } : {}),
-  });
+  const model = models.serving.model;
+  for (const { role, model: m, cost } of models.roles) {
+    events.emit("model.loaded", {
+      name: m.identity.name,
+      version: m.identity.version,
+      task: m.task,
+      ...(m.workers ? { workers: m.workers } : {}),
+      role,
+      rssMiB: cost.rssMiB,
+      loadMs: cost.loadMs,
+      output: outputShapeOf(m),
+    });
+  }
+  const differences = models.differences();
+  if (differences.length > 0)
+    logger.warn(
+      {
+        component: "lifecycle",
+        differences,
+        serving: model.identity,
+        candidate: models.candidate?.model.identity,
+      },
+      "the candidate outputs something else than the serving model (allowed: it is a new model); readers of its results and shadow results must expect it",
+    );
 
   // A start-up failure after the model loaded must release it: its worker threads would keep the
   // process alive, and serve would neither run nor exit.
   const releaseModel = async (error: unknown): Promise<never> => {
-    await model.close().catch(() => undefined);
+    await models.close().catch(() => undefined);
     throw error;
   };
 
@@ -212,7 +238,7 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
       detachDeadLetterLog();
       detachLifecycleLog();
       inFlight.detach();
-      await model.close();
+      await models.close();
     })();
     return stopping;
   };
@@ -227,7 +253,7 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
     throw error;
   }
   const host = bound.host === "0.0.0.0" || bound.host === "::" ? "127.0.0.1" : bound.host;
-  return { processor, events, model, metricsUrl: `http://${host}:${bound.port}`, fatal, close };
+  return { processor, events, model, models, metricsUrl: `http://${host}:${bound.port}`, fatal, close };
 }
 
 /** The live page's snapshot: metrics, this instance's assignment, and the backfill runs when there are any. */

@@ -4,9 +4,13 @@ import type { SluiceConfig } from "../config/config-schema.js";
 import { envNameFor } from "../config/env-overrides.js";
 import type { ModelSettings } from "../config/model-settings.js";
 import { DEFAULT_MODEL, ensureDefaultModel } from "../model/default-model.js";
-import { loadModel } from "../model/model-loader.js";
+import { type LoadedModel, loadModel } from "../model/model-loader.js";
 import type { ModelPort } from "../model/model-port.js";
-import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
+import {
+  candidateRunnerOptionsFromConfig,
+  modelRunnerOptionsFromConfig,
+} from "../model/model-runner-config.js";
+import { type ModelLoadCost, ModelSet, type RoleModel } from "../model/model-set.js";
 import { NoopModel } from "../model/noop-model.js";
 import { loadCommandConfig } from "./config-command.js";
 import { tensorSignatureLines } from "./tensor-signature-view.js";
@@ -119,35 +123,64 @@ export function register(program: Command): void {
         );
         return;
       }
-      const runner = await loadModel(await modelRunnerOptionsFrom(command, flags));
+      // Without --model, the configured candidate is shown beside the serving model.
+      const candidate =
+        flags.model === undefined
+          ? await candidateRunnerOptionsFromConfig(
+              loadCommandConfig(command),
+              (line) => process.stderr.write(`${line}\n`),
+              flags.modelsDir ? { modelsDir: flags.modelsDir } : {},
+            )
+          : undefined;
+      const models = await ModelSet.load(
+        await modelRunnerOptionsFrom(command, flags),
+        candidate && { ...candidate, workers: 1, backfillWorkers: 0 },
+      );
       try {
-        const d = runner.description;
         if (flags.json) {
-          process.stdout.write(`${JSON.stringify(d, null, 2)}\n`);
+          const json = (r: RoleModel) => ({ ...r.model.description, role: r.role, memory: r.cost });
+          const c = models.candidate;
+          const out = { ...json(models.serving), ...(c ? { candidate: json(c) } : {}) };
+          process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
           return;
         }
-        if ("signature" in d) {
-          process.stdout.write(`${tensorSignatureLines(d).join("\n")}\n`);
-          return;
-        }
-        const shape = (s: (number | string)[]) => `[${s.join(", ")}]`;
-        const lines = [
-          `name:        ${d.identity.name}`,
-          `version:     ${d.identity.version}`,
-          `task:        ${d.task}`,
-          `inputs:      ${d.inputs.map((i) => `${i.name} ${i.type}${shape(i.shape)}`).join(", ")}`,
-          `outputs:     ${d.outputs.map((o) => `${o.name} ${o.type}${shape(o.shape)}`).join(", ")}`,
-          d.task === "embedding"
-            ? `embedding:   ${d.outputSize ?? "unknown"} dimensions (from ${d.outputName})`
-            : `classes:     ${(d.labels ?? []).join(", ")}`,
-          `max tokens:  ${d.maxSequenceTokens}`,
-          `model sha256:     ${d.modelSha256}`,
-          `tokenizer sha256: ${d.tokenizerSha256}`,
-          `batch-dependent:  ${d.batchDependent ? "yes (dynamic int8 quantization)" : "no"}; items isolated: ${d.isolateItems ? "yes" : "no"}`,
-        ];
-        process.stdout.write(`${lines.join("\n")}\n`);
+        const blocks = models.roles.map((r) =>
+          modelInfoLines(r.model, models.candidate ? r.role : undefined, r.cost),
+        );
+        const differences = models.differences();
+        if (differences.length > 0)
+          blocks.push([`note:        the candidate outputs something else: ${differences.join("; ")}`]);
+        process.stdout.write(`${blocks.map((b) => b.join("\n")).join("\n\n")}\n`);
       } finally {
-        await runner.close();
+        await models.close();
       }
     });
+}
+
+/** `model info`'s lines for one model; with a role when a candidate is configured. */
+function modelInfoLines(runner: LoadedModel, role: string | undefined, cost: ModelLoadCost): string[] {
+  const d = runner.description;
+  const head = [
+    ...(role
+      ? [`role:        ${role}${role === "serving" ? " (the model section)" : " (the candidate section)"}`]
+      : []),
+    `memory:      +${cost.rssMiB} MiB resident, loaded in ${cost.loadMs} ms (one worker)`,
+  ];
+  if ("signature" in d) return [...head, ...tensorSignatureLines(d)];
+  const shape = (s: (number | string)[]) => `[${s.join(", ")}]`;
+  const lines = [
+    `name:        ${d.identity.name}`,
+    `version:     ${d.identity.version}`,
+    `task:        ${d.task}`,
+    `inputs:      ${d.inputs.map((i) => `${i.name} ${i.type}${shape(i.shape)}`).join(", ")}`,
+    `outputs:     ${d.outputs.map((o) => `${o.name} ${o.type}${shape(o.shape)}`).join(", ")}`,
+    d.task === "embedding"
+      ? `embedding:   ${d.outputSize ?? "unknown"} dimensions (from ${d.outputName})`
+      : `classes:     ${(d.labels ?? []).join(", ")}`,
+    `max tokens:  ${d.maxSequenceTokens}`,
+    `model sha256:     ${d.modelSha256}`,
+    `tokenizer sha256: ${d.tokenizerSha256}`,
+    `batch-dependent:  ${d.batchDependent ? "yes (dynamic int8 quantization)" : "no"}; items isolated: ${d.isolateItems ? "yes" : "no"}`,
+  ];
+  return [...head, ...lines];
 }

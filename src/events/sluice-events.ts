@@ -70,6 +70,13 @@ export interface SluiceEventMap {
     version: string;
     task: string;
     workers?: { online: number; backfill: number; backfillNice?: number };
+    /** `serving` (the model section) or `candidate` (docs/model-upgrades.md); absent = serving. */
+    role?: "serving" | "candidate";
+    /** Resident memory the model added while it loaded, MiB, and the time it took, ms. */
+    rssMiB?: number;
+    loadMs?: number;
+    /** Output shape, as words (`384 dimensions`, `2 classes (neg,pos)`). */
+    output?: string;
   };
   /**
    * One per micro-batch after inference (the batch log's line). Request ids are hashed before they

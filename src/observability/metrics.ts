@@ -70,7 +70,9 @@ export class SluiceMetrics {
   private readonly backfillTopics: ReadonlySet<string>;
   private readonly expired: Counter;
   private readonly transactions: Counter<"outcome">;
-  private readonly modelInfo: Gauge<"name" | "version" | "task">;
+  private readonly modelInfo: Gauge<"name" | "version" | "task" | "role">;
+  /** The labels each role's model info was last set with (a reload replaces them). */
+  private readonly modelInfoLabels = new Map<string, Record<"name" | "version" | "task" | "role", string>>();
   private readonly modelCpu: Counter<"lane">;
   private readonly tokens: Counter<"lane">;
 
@@ -203,8 +205,8 @@ export class SluiceMetrics {
     });
     this.modelInfo = new Gauge({
       name: "sluice_model_info",
-      help: "Loaded model; always 1.",
-      labelNames: ["name", "version", "task"],
+      help: "Loaded model by role (serving = the model section, candidate = the candidate section); always 1.",
+      labelNames: ["name", "version", "task", "role"],
       registers,
     });
 
@@ -301,8 +303,12 @@ export class SluiceMetrics {
         for (const p of e.partitions) this.lastCommittedEventMs.delete(topicPartitionKey(e.topic, p));
       }),
       events.on("model.loaded", (e) => {
-        this.modelInfo.reset();
-        this.modelInfo.set({ name: e.name, version: e.version, task: e.task }, 1);
+        const role = e.role ?? "serving";
+        const previous = this.modelInfoLabels.get(role);
+        if (previous) this.modelInfo.remove(previous);
+        const labels = { name: e.name, version: e.version, task: e.task, role };
+        this.modelInfoLabels.set(role, labels);
+        this.modelInfo.set(labels, 1);
       }),
       events.on("lag.sampled", (e) => this.recordLagSample(e)),
     ];

@@ -14,7 +14,8 @@ const tracked = execFileSync("git", ["ls-files"], { cwd: root, encoding: "utf8" 
   .filter((f) => /\.(ts|md|cjs|ya?ml|sh)$/.test(f) && existsSync(join(root, f)));
 
 /** A repository path cited in text: src/…, test/…, bench/…, docs/…, scripts/…, schemas/…, deploy/…. */
-const PATH = /(?<![\w./-])((?:src|test|bench|docs|scripts|schemas|deploy)\/[\w./-]*\w\.(?:ts|md|avsc|sh|ya?ml|json))\b/g;
+const PATH =
+  /(?<![\w./-])((?:src|test|bench|docs|scripts|schemas|deploy)\/[\w./-]*\w\.(?:ts|md|avsc|sh|ya?ml|json))\b/g;
 /** A relative Markdown link target in a doc: [text](other.md) or (other.md#anchor). */
 const MD_LINK = /\]\(((?!https?:|#|mailto:)[^)\s#]+)(?:#[^)]*)?\)/g;
 
