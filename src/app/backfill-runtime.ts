@@ -1,7 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { BackfillSubmission, type SubmissionSummary } from "../backfill/backfill-submission.js";
 import { type ExportSummary, exportRun } from "../backfill/run-export.js";
-import { assertRunId, type RunManifest, unknownRun } from "../backfill/run-manifest.js";
+import { assertRunId, type ExpectedModel, type RunManifest, unknownRun } from "../backfill/run-manifest.js";
 import { type RunStatusReport, summarizeRun } from "../backfill/run-outcomes.js";
 import { backfillResultsTopic, type SluiceConfig } from "../config/config-schema.js";
 import { createKafka } from "../kafka/client/kafka-client.js";
@@ -10,6 +10,7 @@ import { RunManifestStore } from "../kafka/runs/run-manifest-store.js";
 import { RunOutcomeReader } from "../kafka/runs/run-outcome-reader.js";
 import { fingerprintModel } from "../model/model-fingerprint.js";
 import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
+import type { ModelRole } from "../model/model-set.js";
 import { type RunCost, runCost } from "../runs/run-cost.js";
 import { sumRunCostShares } from "../runs/run-cost-total.js";
 import { hashConfig, sluiceBuild } from "../runs/run-provenance.js";
@@ -26,6 +27,12 @@ export interface BackfillSubmitRequest extends BatchSourceRequest {
   runId: string;
   /** Input rows per submit transaction. */
   chunkRows: number;
+  /**
+   * Which model scores the run (`--model`): `serving` (default) = the version online answers with;
+   * `candidate` = the `candidate` section's model, its version recorded in the manifest and on every
+   * row (docs/model-upgrades.md).
+   */
+  model?: ModelRole;
 }
 
 /**
@@ -61,10 +68,11 @@ export async function submitBackfill(
     transactionTimeoutMs: config.delivery.transactionTimeoutMs,
     maxTransactionBytes: config.delivery.maxTransactionBytes,
   });
-  const m = config.model;
+  const role = request.model ?? "serving";
+  const scoring = scoringConfig(config, role);
   // Everything here changes what the model returns for a row; the model files are its version.
   const outputConfig = {
-    ...modelOutputSettings(config),
+    ...modelOutputSettings(scoring),
     ...inputSettings,
     requestCodec: config.topics.requestCodec,
   };
@@ -88,7 +96,7 @@ export async function submitBackfill(
           results: backfillResultsTopic(config.topics),
           deadLetters: config.topics.deadLetters,
         },
-        model: { name: m.name, expectedVersion: await expectedModelVersion(config) },
+        model: await runModel(scoring, role),
         config: outputConfig,
         configHash: hashConfig(outputConfig),
       },
@@ -145,6 +153,38 @@ function outcomeReader(config: SluiceConfig): RunOutcomeReader {
   return new RunOutcomeReader(
     createKafka(config.kafka, undefined, { clientId: `${config.kafka.clientId}-backfill-status` }),
   );
+}
+
+/**
+ * The configuration as the run's model sees it: for `candidate`, its section in place of `model`
+ * (a CONFIG_INVALID naming the key when there is none).
+ */
+function scoringConfig(config: SluiceConfig, role: ModelRole): SluiceConfig {
+  if (role === "serving") return config;
+  if (config.candidate === undefined) {
+    throw new SluiceError(
+      "CONFIG_INVALID",
+      "--model candidate needs a candidate section: set candidate.path (SLUICE_CANDIDATE__PATH) to the new model, as on the serve instances",
+    );
+  }
+  const { shadowShare: _shadowShare, ...model } = config.candidate;
+  return { ...config, model };
+}
+
+/**
+ * The run's model in its manifest. A candidate run records its role, and its version must be known:
+ * every row carries it, and serve scores the rows with exactly that version (docs/model-upgrades.md).
+ */
+async function runModel(scoring: SluiceConfig, role: ModelRole): Promise<ExpectedModel> {
+  const expectedVersion = await expectedModelVersion(scoring);
+  if (role === "serving") return { name: scoring.model.name, expectedVersion };
+  if (expectedVersion === null) {
+    throw new SluiceError(
+      "MODEL_NOT_FOUND",
+      "--model candidate: the candidate's model files cannot be read here, so its version is unknown; run submit where candidate.path points at the same file as on the serve instances",
+    );
+  }
+  return { name: scoring.model.name, expectedVersion, role };
 }
 
 /**

@@ -25,6 +25,7 @@ import { LifecycleLog } from "../observability/lifecycle-log.js";
 import { LiveSnapshot } from "../observability/live-snapshot.js";
 import { SluiceMetrics } from "../observability/metrics.js";
 import { ObservabilityServer } from "../observability/observability-server.js";
+import { ModelSwitch } from "../processor/model-switch.js";
 import type { StreamProcessor } from "../processor/stream-processor.js";
 import { processorOptionsFromConfig } from "../processor/stream-processor-options.js";
 import type { SluiceError } from "../sluice-error.js";
@@ -177,6 +178,7 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
     processorOptionsFromConfig(config, {
       kafka,
       model,
+      router: new ModelSwitch(models),
       events,
       log: logger.child({ component: "stream-processor" }),
       codecs,

@@ -128,6 +128,7 @@ export function createStreamProcessor(
     restorer,
     committers,
     model: o.model,
+    ...(o.router ? { router: o.router } : {}),
     completions,
     events: o.events,
     log: o.log,

@@ -14,6 +14,7 @@ import { BackfillThrottle } from "./backfill-throttle.js";
 import { LaneBackpressure, type LaneCounts } from "./lane-backpressure.js";
 import { LaneDispatcher } from "./lane-dispatcher.js";
 import { MicroBatchRunner } from "./micro-batch-runner.js";
+import type { ModelRouter } from "./model-router.js";
 import type { PartitionRestorer, RestoreContext } from "./partition-restorer.js";
 import { PartitionTask } from "./partition-task.js";
 import type { CommitterFactory, FetchedRecord, RecordSource, TaskCommitter } from "./processor-ports.js";
@@ -28,6 +29,8 @@ export interface StreamProcessorDeps {
   restorer: PartitionRestorer;
   committers: CommitterFactory;
   model: ModelPort;
+  /** Which loaded model answers each item (docs/model-upgrades.md); unset = `model` answers all. */
+  router?: ModelRouter;
   completions: CompletionBuilder;
   events: SluiceEvents;
   log: ProcessorLog;
@@ -117,6 +120,7 @@ export class StreamProcessor {
     });
     this.batches = new MicroBatchRunner({
       model: deps.model,
+      router: deps.router,
       completions: deps.completions,
       clock: deps.clock,
       fallback: deps.fallback,
