@@ -1,4 +1,3 @@
-import { readFile } from "node:fs/promises";
 import { BackfillSubmission, type SubmissionSummary } from "../backfill/backfill-submission.js";
 import { type ExportSummary, exportRun } from "../backfill/run-export.js";
 import { assertRunId, type ExpectedModel, type RunManifest, unknownRun } from "../backfill/run-manifest.js";
@@ -8,14 +7,13 @@ import { createKafka } from "../kafka/client/kafka-client.js";
 import { KafkaRunWriter } from "../kafka/runs/backfill-run-writer.js";
 import { RunManifestStore } from "../kafka/runs/run-manifest-store.js";
 import { RunOutcomeReader } from "../kafka/runs/run-outcome-reader.js";
-import { fingerprintModel } from "../model/model-fingerprint.js";
-import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
 import type { ModelRole } from "../model/model-set.js";
 import { type RunCost, runCost } from "../runs/run-cost.js";
 import { sumRunCostShares } from "../runs/run-cost-total.js";
 import { hashConfig, sluiceBuild } from "../runs/run-provenance.js";
 import { SluiceError } from "../sluice-error.js";
 import { modelOutputSettings } from "./model-output-settings.js";
+import { configuredModelVersion, roleConfig } from "./model-versions.js";
 import { type BatchSourceRequest, createBatchSource } from "./run-source.js";
 import { createWireCodecs } from "./wire-codecs.js";
 
@@ -69,7 +67,7 @@ export async function submitBackfill(
     maxTransactionBytes: config.delivery.maxTransactionBytes,
   });
   const role = request.model ?? "serving";
-  const scoring = scoringConfig(config, role);
+  const scoring = roleConfig(config, role, "--model candidate");
   // Everything here changes what the model returns for a row; the model files are its version.
   const outputConfig = {
     ...modelOutputSettings(scoring),
@@ -156,22 +154,6 @@ function outcomeReader(config: SluiceConfig): RunOutcomeReader {
 }
 
 /**
- * The configuration as the run's model sees it: for `candidate`, its section in place of `model`
- * (a CONFIG_INVALID naming the key when there is none).
- */
-function scoringConfig(config: SluiceConfig, role: ModelRole): SluiceConfig {
-  if (role === "serving") return config;
-  if (config.candidate === undefined) {
-    throw new SluiceError(
-      "CONFIG_INVALID",
-      "--model candidate needs a candidate section: set candidate.path (SLUICE_CANDIDATE__PATH) to the new model, as on the serve instances",
-    );
-  }
-  const { shadowShare: _shadowShare, ...model } = config.candidate;
-  return { ...config, model };
-}
-
-/**
  * The run's model in its manifest. A candidate run records its role, and its version must be known:
  * every row carries it, and serve scores the rows with exactly that version (docs/model-upgrades.md).
  */
@@ -194,13 +176,7 @@ async function runModel(scoring: SluiceConfig, role: ModelRole): Promise<Expecte
  */
 async function expectedModelVersion(config: SluiceConfig): Promise<string | null> {
   try {
-    const o = await modelRunnerOptionsFromConfig(config, (line) => process.stderr.write(`model: ${line}\n`));
-    // A tensor model has no tokenizer (empty path): its fingerprint covers the model file alone.
-    const [model, tokenizer] = await Promise.all([
-      readFile(o.modelPath),
-      o.tokenizerPath === "" ? new Uint8Array() : readFile(o.tokenizerPath),
-    ]);
-    return fingerprintModel(model, tokenizer).version;
+    return await configuredModelVersion(config);
   } catch (error) {
     process.stderr.write(
       `backfill: cannot read the configured model (${(error as Error).message}); the run records no expected model version\n`,

@@ -6,6 +6,8 @@ import { createKafka } from "../kafka/client/kafka-client.js";
 import { ensureTopics } from "../kafka/client/topic-admin.js";
 import { KafkaGroupOffsetsReader } from "../kafka/probes/kafka-group-offsets-reader.js";
 import { kafkaLagReaders } from "../kafka/probes/kafka-lag-readers.js";
+import { ModelControlFeed } from "../kafka/runs/model-control-feed.js";
+import { ModelControlStore } from "../kafka/runs/model-control-store.js";
 import { RunManifestFeed } from "../kafka/runs/run-manifest-feed.js";
 import { RunManifestStore } from "../kafka/runs/run-manifest-store.js";
 import { KafkaHeartbeatSink } from "../kafka/write/kafka-heartbeat-sink.js";
@@ -123,18 +125,15 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
   // "Cost"). Backfill rows exist only after a submit, which creates the topic too, so a serve that may
   // not create topics starts anyway.
   if (config.topics.backfill.length > 0) {
-    await new RunManifestStore({
-      kafka,
-      topic: config.topics.runs,
-      replicationFactor: config.topics.replicationFactor,
-    })
-      .ensureTopic()
-      .catch((error: unknown) =>
-        logger.warn(
-          { topic: config.topics.runs, err: error instanceof Error ? error.message : String(error) },
-          "cannot create the runs topic (topics.runs); the first backfill submit creates it",
-        ),
-      );
+    await createOrWarn(
+      new RunManifestStore({
+        kafka,
+        topic: config.topics.runs,
+        replicationFactor: config.topics.replicationFactor,
+      }),
+      logger,
+      "cannot create the runs topic (topics.runs); the first backfill submit creates it",
+    );
   }
 
   const fetchLog = (line: string) => logger.info({ component: "model-fetch" }, line);
@@ -174,11 +173,17 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
     throw error;
   };
 
+  // The group's model decisions (docs/model-upgrades.md): read to the end before any partition is
+  // restored, so an instance that starts or joins later answers with the decided version.
+  const { modelSwitch, feed } = await startModelSwitch(config, kafka, models, events, logger).catch(
+    releaseModel,
+  );
+
   const processor = createStreamProcessor(
     processorOptionsFromConfig(config, {
       kafka,
       model,
-      router: new ModelSwitch(models),
+      router: modelSwitch,
       events,
       log: logger.child({ component: "stream-processor" }),
       codecs,
@@ -240,6 +245,7 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
       detachDeadLetterLog();
       detachLifecycleLog();
       inFlight.detach();
+      await feed.stop();
       await models.close();
     })();
     return stopping;
@@ -283,4 +289,99 @@ function liveSnapshot(
     ...(board ? { runs: () => board.view() } : {}),
   });
   return () => snapshot.build();
+}
+
+/**
+ * The control topic, its feed and the switch: creates `topics.modelControl`, reads it to the end, and
+ * routes each new decision to the switch; refusals are ERROR lines naming what to set.
+ */
+async function startModelSwitch(
+  config: SluiceConfig,
+  kafka: Kafka,
+  models: ModelSet,
+  events: SluiceEvents,
+  logger: Logger,
+): Promise<{ modelSwitch: ModelSwitch; feed: ModelControlFeed }> {
+  const log = logger.child({ component: "model-switch" });
+  // Without it no decision exists yet; the feed then waits for the first promote to create it.
+  await createOrWarn(
+    new ModelControlStore({
+      kafka,
+      topic: config.topics.modelControl,
+      replicationFactor: config.topics.replicationFactor,
+    }),
+    log,
+    "cannot create the model control topic (topics.modelControl); online answers with the model section until the first promote creates it",
+  );
+  const feed = new ModelControlFeed({
+    kafka,
+    topic: config.topics.modelControl,
+    groupId: config.consumer.groupId,
+    startTimeoutMs: config.consumer.restoreTimeoutMs,
+  });
+  await feed.start();
+  const candidate = models.candidate?.model.identity.version;
+  const online = (version: string) =>
+    events.emit("model.online", { version, ...(candidate ? { candidate } : {}) });
+  const modelSwitch = new ModelSwitch(models, {
+    groupId: config.consumer.groupId,
+    instanceId: config.observability.instanceId,
+    controlTopic: config.topics.modelControl,
+    decision: () => feed.decision(),
+    report: {
+      switched: (b) => {
+        events.emit("model.switched", {
+          topic: b.topic,
+          partition: b.partition,
+          offset: b.offset,
+          version: b.version,
+          seq: b.seq,
+        });
+        log.info(
+          {
+            topic: b.topic,
+            partition: b.partition,
+            offset: b.offset,
+            version: b.version,
+            previousVersion: b.previousVersion,
+            seq: b.seq,
+          },
+          "partition switched model at its boundary",
+        );
+      },
+      refused: (tp, message) => log.error({ code: "MODEL_VERSION_UNAVAILABLE", ...tp }, message),
+    },
+  });
+  const decided = feed.decision();
+  if (decided && models.byVersion(decided.version) === undefined)
+    log.error(
+      { code: "MODEL_VERSION_UNAVAILABLE", version: decided.version, have: models.versions() },
+      `the group answers online with model version ${decided.version} (decision ${decided.seq}), which this instance has not loaded: its online partitions stay paused; set candidate.path or model.path to that model, or roll back`,
+    );
+  online(modelSwitch.onlineVersion());
+  feed.onDecision((d) => {
+    log.info(
+      { seq: d.seq, action: d.action, version: d.version, previousVersion: d.previousVersion },
+      "model decision read; switching online partitions at their next offset",
+    );
+    modelSwitch.onDecision(d);
+    online(d.version);
+  });
+  return { modelSwitch, feed };
+}
+
+/** Creates a topic serve may go without for now (it may lack CREATE): a warning instead of a stop. */
+async function createOrWarn(
+  store: { topic: string; ensureTopic(): Promise<void> },
+  logger: Logger,
+  message: string,
+): Promise<void> {
+  await store
+    .ensureTopic()
+    .catch((error: unknown) =>
+      logger.warn(
+        { topic: store.topic, err: error instanceof Error ? error.message : String(error) },
+        message,
+      ),
+    );
 }

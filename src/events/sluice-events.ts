@@ -78,6 +78,10 @@ export interface SluiceEventMap {
     /** Output shape, as words (`384 dimensions`, `2 classes (neg,pos)`). */
     output?: string;
   };
+  /** The version online requests are answered with (at start and after each decision), and the candidate's. */
+  "model.online": { version: string; candidate?: string };
+  /** A partition's model switch boundary committed (docs/model-upgrades.md). */
+  "model.switched": { topic: string; partition: number; offset: string; version: string; seq: number };
   /**
    * One per micro-batch after inference (the batch log's line). Request ids are hashed before they
    * are logged; text never travels on the bus.

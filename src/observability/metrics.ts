@@ -71,6 +71,8 @@ export class SluiceMetrics {
   private readonly expired: Counter;
   private readonly transactions: Counter<"outcome">;
   private readonly modelInfo: Gauge<"name" | "version" | "task" | "role">;
+  private readonly modelOnline: Gauge<"version" | "role">;
+  private readonly modelSwitches: Counter<"version">;
   /** The labels each role's model info was last set with (a reload replaces them). */
   private readonly modelInfoLabels = new Map<string, Record<"name" | "version" | "task" | "role", string>>();
   private readonly modelCpu: Counter<"lane">;
@@ -203,6 +205,18 @@ export class SluiceMetrics {
       labelNames: ["outcome"],
       registers,
     });
+    this.modelOnline = new Gauge({
+      name: "sluice_model_online_info",
+      help: "The version online requests are answered with (role online) and the candidate's (role candidate); always 1.",
+      labelNames: ["version", "role"],
+      registers,
+    });
+    this.modelSwitches = new Counter({
+      name: "sluice_model_switches_total",
+      help: "Partition model switches committed at their boundary by this instance, by the version switched to.",
+      labelNames: ["version"],
+      registers,
+    });
     this.modelInfo = new Gauge({
       name: "sluice_model_info",
       help: "Loaded model by role (serving = the model section, candidate = the candidate section); always 1.",
@@ -310,6 +324,12 @@ export class SluiceMetrics {
         this.modelInfoLabels.set(role, labels);
         this.modelInfo.set(labels, 1);
       }),
+      events.on("model.online", (e) => {
+        this.modelOnline.reset();
+        this.modelOnline.set({ version: e.version, role: "online" }, 1);
+        if (e.candidate) this.modelOnline.set({ version: e.candidate, role: "candidate" }, 1);
+      }),
+      events.on("model.switched", (e) => this.modelSwitches.inc({ version: e.version })),
       events.on("lag.sampled", (e) => this.recordLagSample(e)),
     ];
     const detach = () => {

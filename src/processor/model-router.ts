@@ -1,5 +1,7 @@
 import type { Lane } from "../contracts/lane.js";
+import type { ModelBoundary } from "../contracts/model-control.js";
 import type { TopicPartition } from "../contracts/topic-partition.js";
+import type { AttachedUnit } from "../delivery/partition-committer.js";
 import type { ModelPort } from "../model/model-port.js";
 
 /** What a router needs to know of a work item (src/processor/request-intake.ts `WorkItem` fits). */
@@ -9,6 +11,25 @@ export interface RoutedItem {
   source: { offset: string };
   runId: string | undefined;
   modelVersion?: string | undefined;
+}
+
+/** What the switch needs of an owned online partition (a running `PartitionTask` fits). */
+export interface SwitchTask {
+  readonly tp: TopicPartition;
+  readonly key: string;
+  readonly changelogTopic: string;
+  /** Offsets below this were taken already (queued, inferring or committed). */
+  readonly takenOffset: string;
+  readonly committer?: { attach?(unit: AttachedUnit): void } | undefined;
+}
+
+/** The processor's side of the switch (bound once by `StreamProcessor`). */
+export interface SwitchPartitions {
+  /** Running tasks of the online lane. */
+  running(): SwitchTask[];
+  pause(tp: TopicPartition): void;
+  /** Resumes unless backpressure or a stop holds the partition. */
+  resume(tp: TopicPartition): void;
 }
 
 /** The model that answers an item, or why none may (a dead letter with that code). */
@@ -23,6 +44,14 @@ export type ModelChoice =
  */
 export interface ModelRouter {
   choose(item: RoutedItem): ModelChoice;
+  /** Per-partition switching (src/processor/model-switch.ts); a router without it routes by item alone. */
+  bind?(partitions: SwitchPartitions): void;
+  /** A restored online partition runs from `offset`; `hold` = keep it paused (refused). */
+  onRestored?(task: SwitchTask, offset: string, boundary: ModelBoundary | undefined): "run" | "hold";
+  /** The partition must not take records (it may not serve with what this instance has). */
+  refuses?(key: string): boolean;
+  refusals?(): { key: string; message: string }[];
+  forget?(key: string): void;
 }
 
 /** Items grouped by the model that answers them (first-seen order), and the refused ones. Pure. */

@@ -148,7 +148,12 @@ export class StreamProcessor {
       dedupEntriesPerPartition: () => this.dedupEntriesPerPartition(),
       onRestored: (task, info) => {
         this.deps.source.seek(task.tp, info.offset);
-        if (!this.backpressure.pausesLane(task.lane) && !this.stopping) this.deps.source.resume([task.tp]);
+        // An online partition switches models at a recorded boundary, or holds (docs/model-upgrades.md).
+        const hold =
+          task.lane === "online" &&
+          this.deps.router?.onRestored?.(task, info.offset, info.modelBoundary) === "hold";
+        if (!hold && !this.backpressure.pausesLane(task.lane) && !this.stopping)
+          this.deps.source.resume([task.tp]);
         this.emit("partitions.restored", {
           ...task.tp,
           dedupEntries: info.dedupEntries,
@@ -157,6 +162,13 @@ export class StreamProcessor {
         this.deps.log.info({ ...task.tp, ...info }, "partition restored");
       },
     };
+    this.deps.router?.bind?.({
+      running: () => [...this.tasks.values()].filter((t) => t.running && t.lane === "online"),
+      pause: (tp) => this.safePause([tp]),
+      resume: (tp) => {
+        if (!this.backpressure.pausesLane("online") && !this.stopping) this.safeResume([tp]);
+      },
+    });
   }
 
   /** Called once if the processor cannot continue (the consumer died for good). */
@@ -197,6 +209,8 @@ export class StreamProcessor {
       .filter((t) => !t.running)
       .map((t) => `${t.tp.topic}:${t.tp.partition}`);
     if (restoring.length > 0) return { ready: false, reason: `restoring ${restoring.join(", ")}` };
+    const refused = this.deps.router?.refusals?.() ?? [];
+    if (refused.length > 0) return { ready: false, reason: refused.map((r) => r.message).join("; ") };
     return { ready: true };
   }
 
@@ -305,6 +319,7 @@ export class StreamProcessor {
 
   private revoke(task: PartitionTask): void {
     task.revoke();
+    this.deps.router?.forget?.(task.key);
     this.tasks.delete(task.key);
     this.dispatcher.drop((item) => item.task === task);
     this.maybeResume();
@@ -373,6 +388,8 @@ export class StreamProcessor {
     if (this.stopping) return "refused";
     const task = this.tasks.get(topicPartitionKey(topic, partition));
     if (!task) return "refused";
+    // A partition that may not serve with the models loaded here takes nothing (docs/model-upgrades.md).
+    if (this.deps.router?.refuses?.(task.key)) return "refused";
     // Records naming a registry schema id not loaded yet wait (partition paused) until it is.
     if (task.running && this.schemaGate.holds(task, records)) return "refused";
     // A paused backfill lane takes nothing more (a fetch already under way would overshoot its share):

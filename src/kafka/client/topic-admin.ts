@@ -196,3 +196,38 @@ function createFailure(error: unknown, names: string[]): SluiceError {
     cause: error,
   });
 }
+
+/**
+ * Creates a one-partition compacted topic if it does not exist (the runs topic, the model control
+ * topic); `what` names it in the error, e.g. `the runs topic ${topic} (topics.runs)`.
+ */
+export async function ensureCompactedTopic(
+  kafka: Kafka,
+  topic: string,
+  replicationFactor: number,
+  what: string,
+): Promise<void> {
+  await withAdmin(kafka, async (admin) => {
+    if ((await admin.listTopics()).includes(topic)) return;
+    try {
+      await admin.createTopics({
+        waitForLeaders: true,
+        topics: [
+          {
+            topic,
+            numPartitions: 1,
+            replicationFactor,
+            configEntries: [{ name: "cleanup.policy", value: "compact" }],
+          },
+        ],
+      });
+    } catch (cause) {
+      if ((await admin.listTopics()).includes(topic)) return; // created concurrently
+      throw new SluiceError("BROKER_UNAVAILABLE", `cannot create ${what}: ${(cause as Error).message}`, {
+        cause,
+        retriable: true,
+        context: { topic },
+      });
+    }
+  });
+}

@@ -1,4 +1,5 @@
 import type { Kafka } from "kafkajs";
+import { MODEL_BOUNDARY_KEY } from "../../contracts/model-control.js";
 import { OFFSET_CHECKPOINT_KEY } from "../../delivery/partition-committer.js";
 import { SluiceError } from "../../sluice-error.js";
 import { type KafkaAccess, kafkaFailure } from "../client/kafka-failure.js";
@@ -18,6 +19,8 @@ export interface RestoredPartition {
   entries: ChangelogRecord[];
   /** Next input offset recorded by the last committed transaction; undefined when none was. */
   nextOffset: string | undefined;
+  /** The partition's last model switch boundary (src/contracts/model-control.ts), raw; undefined when none. */
+  modelBoundary?: Buffer | undefined;
 }
 
 export interface ChangelogReaderOptions {
@@ -54,6 +57,7 @@ export class ChangelogReader {
     const wanted = new Set(partitions);
     const latest = new Map<number, Map<string, ChangelogRecord>>();
     const checkpoints = new Map<number, string>();
+    const boundaries = new Map<number, Buffer>();
     for (const p of wanted) latest.set(p, new Map());
     if (wanted.size === 0) return new Map();
 
@@ -78,7 +82,7 @@ export class ChangelogReader {
     } finally {
       await admin.disconnect().catch(() => undefined);
     }
-    if (ends.size === 0) return toResult(latest, checkpoints);
+    if (ends.size === 0) return toResult(latest, checkpoints, boundaries);
 
     const consumer = this.kafka.consumer({
       groupId: `${RESTORE_GROUP_PREFIX}${process.pid}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`,
@@ -137,6 +141,10 @@ export class ChangelogReader {
               }
               continue;
             }
+            if (m.key.equals(MODEL_BOUNDARY_KEY)) {
+              if (m.value !== null) boundaries.set(batch.partition, m.value);
+              continue;
+            }
             const key = m.key.toString("utf8");
             // Delete first so a re-remembered id moves to the end: the restored order is then
             // last-remembered order, which the Deduplicator's size bound evicts from the front.
@@ -168,16 +176,21 @@ export class ChangelogReader {
       if (timer) clearTimeout(timer);
       await consumer.disconnect().catch(() => undefined);
     }
-    return toResult(latest, checkpoints);
+    return toResult(latest, checkpoints, boundaries);
   }
 }
 
 function toResult(
   latest: Map<number, Map<string, ChangelogRecord>>,
   checkpoints: Map<number, string>,
+  boundaries: Map<number, Buffer>,
 ): Map<number, RestoredPartition> {
   const out = new Map<number, RestoredPartition>();
   for (const [p, store] of latest)
-    out.set(p, { entries: [...store.values()], nextOffset: checkpoints.get(p) });
+    out.set(p, {
+      entries: [...store.values()],
+      nextOffset: checkpoints.get(p),
+      ...(boundaries.has(p) ? { modelBoundary: boundaries.get(p) } : {}),
+    });
   return out;
 }
