@@ -118,6 +118,7 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
     groupId: config.consumer.groupId,
     freshness: config.topics.freshness,
     backfillResults: config.topics.backfillResults,
+    shadowResults: (config.candidate?.shadowShare ?? 0) > 0 ? config.topics.shadowResults : undefined,
     partitions: config.topics.partitions,
     replicationFactor: config.topics.replicationFactor,
   });
@@ -184,6 +185,15 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
       kafka,
       model,
       router: modelSwitch,
+      ...(models.candidate && config.candidate && config.candidate.shadowShare > 0
+        ? {
+            shadow: {
+              candidate: models.candidate.model,
+              share: config.candidate.shadowShare,
+              topic: config.topics.shadowResults,
+            },
+          }
+        : {}),
       events,
       log: logger.child({ component: "stream-processor" }),
       codecs,

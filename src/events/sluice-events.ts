@@ -80,6 +80,18 @@ export interface SluiceEventMap {
   };
   /** The version online requests are answered with (at start and after each decision), and the candidate's. */
   "model.online": { version: string; candidate?: string };
+  /**
+   * One shadowed online request scored by the candidate (docs/model-upgrades.md, "Shadow scoring"):
+   * each model's wall time and model CPU per item, and the agreement where it means something.
+   */
+  "shadow.scored": {
+    ok: boolean;
+    online: { msPerItem: number; cpuMsPerItem?: number };
+    candidate: { msPerItem: number; cpuMsPerItem?: number };
+    agreement?: { measure: "label" | "cosine" | "max_abs_diff"; value: number };
+  };
+  /** Shadow requests not scored: `shed` (the queue was full), `revoked` (the partition moved first). */
+  "shadow.dropped": { reason: "shed" | "revoked"; count: number };
   /** A partition's model switch boundary committed (docs/model-upgrades.md). */
   "model.switched": { topic: string; partition: number; offset: string; version: string; seq: number };
   /**

@@ -10,12 +10,15 @@ import type { Clock } from "../time/clock.js";
 import { groupByModel, type ModelRouter } from "./model-router.js";
 import type { PartitionTask } from "./partition-task.js";
 import type { WorkItem } from "./request-intake.js";
+import type { ShadowScorer } from "./shadow-scorer.js";
 
 /** What a MicroBatchRunner needs of the processor (docs/design.md §6.17: a minimal context, not the owner). */
 export interface MicroBatchRunnerContext {
   model: ModelPort;
   /** Which model answers each item (docs/model-upgrades.md); unset = `model` answers all. */
   router?: ModelRouter | undefined;
+  /** Shadow scoring by the candidate (docs/model-upgrades.md); unset = none. */
+  shadow?: ShadowScorer | undefined;
   completions: CompletionBuilder;
   clock: Pick<Clock, "now">;
   /** Unset: no fallback rules (requests expire or dead-letter as without lanes). */
@@ -98,6 +101,14 @@ export class MicroBatchRunner {
         const size = group.items.length;
         if (reason !== undefined) this.fallback(item, reason, startedAt, run.stats.inferenceMs, size);
         else this.finish(item, outcome, startedAt, run.stats.inferenceMs, size, cost, group.model);
+        // After the online answer, never before it: the shadow call is off the online path.
+        if (outcome.ok && this.ctx.shadow)
+          this.ctx.shadow.offer(item, {
+            output: outcome.output,
+            model: group.model.identity,
+            msPerItem: run.stats.inferenceMs / size,
+            cpuMsPerItem: run.stats.cpuMs === undefined ? undefined : cpuMsPerItem,
+          });
       });
     }
     this.ctx.emit("microbatch.inferred", { lane: batch.lane, size: toRun.length, ...stats, expired, failed });

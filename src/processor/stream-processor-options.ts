@@ -119,6 +119,11 @@ export interface ProcessorDeps {
   model: ModelPort;
   /** Which loaded model answers each item (docs/model-upgrades.md); unset = `model` answers all. */
   router?: ModelRouter;
+  /**
+   * Shadow scoring (docs/model-upgrades.md): `share` of online requests also scored by `candidate`,
+   * their results to `topic`. Unset = none.
+   */
+  shadow?: { candidate: ModelPort; share: number; topic: string };
   events: SluiceEvents;
   log?: ProcessorLog;
   /**
@@ -151,8 +156,8 @@ export type StreamProcessorOptions = ProcessorDeps &
   Partial<ProcessorSettings>;
 
 export type ResolvedProcessorOptions = ProcessorSettings &
-  Required<Omit<ProcessorDeps, "codecs" | "router">> &
-  Pick<ProcessorDeps, "codecs" | "router">;
+  Required<Omit<ProcessorDeps, "codecs" | "router" | "shadow">> &
+  Pick<ProcessorDeps, "codecs" | "router" | "shadow">;
 
 const silentLog: ProcessorLog = { info: () => {}, warn: () => {}, error: () => {} };
 
@@ -200,6 +205,7 @@ export function resolveProcessorOptions(o: StreamProcessorOptions): ResolvedProc
     ...settings,
     ...(o.codecs ? { codecs: o.codecs } : {}),
     ...(o.router ? { router: o.router } : {}),
+    ...(o.shadow ? { shadow: o.shadow } : {}),
     kafka: o.kafka,
     model: o.model,
     events: o.events,

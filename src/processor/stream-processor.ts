@@ -19,6 +19,7 @@ import type { PartitionRestorer, RestoreContext } from "./partition-restorer.js"
 import { PartitionTask } from "./partition-task.js";
 import type { CommitterFactory, FetchedRecord, RecordSource, TaskCommitter } from "./processor-ports.js";
 import { RequestIntake, type WorkItem } from "./request-intake.js";
+import type { ShadowScorer } from "./shadow-scorer.js";
 import { ShutdownBudget } from "./shutdown-budget.js";
 import type { ProcessorLog, ProcessorSettings } from "./stream-processor-options.js";
 import { WriterSchemaGate } from "./writer-schema-gate.js";
@@ -31,6 +32,8 @@ export interface StreamProcessorDeps {
   model: ModelPort;
   /** Which loaded model answers each item (docs/model-upgrades.md); unset = `model` answers all. */
   router?: ModelRouter;
+  /** Shadow scoring by the candidate (docs/model-upgrades.md); unset = none. */
+  shadow?: ShadowScorer;
   completions: CompletionBuilder;
   events: SluiceEvents;
   log: ProcessorLog;
@@ -121,6 +124,7 @@ export class StreamProcessor {
     this.batches = new MicroBatchRunner({
       model: deps.model,
       router: deps.router,
+      shadow: deps.shadow,
       completions: deps.completions,
       clock: deps.clock,
       fallback: deps.fallback,

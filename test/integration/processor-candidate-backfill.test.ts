@@ -6,12 +6,14 @@ import { createStreamProcessor } from "../../src/app/stream-processor-factory.js
 import { modelSettings } from "../../src/config/model-settings.js";
 import { MODEL_VERSION_HEADER, RUN_ID_HEADER } from "../../src/contracts/lane.js";
 import { encodeRequest } from "../../src/contracts/request-codec.js";
-import { SluiceEvents } from "../../src/events/sluice-events.js";
+import { isShadowed } from "../../src/delivery/shadow-agreement.js";
+import { type SluiceEventMap, SluiceEvents } from "../../src/events/sluice-events.js";
+import { ensureTopics } from "../../src/kafka/client/topic-admin.js";
 import { ModelSet } from "../../src/model/model-set.js";
 import { ModelSwitch } from "../../src/processor/model-switch.js";
 import { produceMessages, testKafka, uniqueName } from "../support/kafka-harness.js";
 import { lanesLayout } from "../support/lanes-layout.js";
-import { layoutOptions } from "../support/processor-layout.js";
+import { layoutOptions, processorLayout } from "../support/processor-layout.js";
 import { decodeResults, readCommitted } from "../support/serve-process.js";
 import { countOutcomes } from "../support/sluice-events-fixtures.js";
 import { createTinyCandidate } from "../support/tiny-candidate.js";
@@ -106,5 +108,57 @@ describe("backfill rows of a candidate run (real Kafka, two tiny models)", () =>
     expect(String(h["sluice.error.code"])).toBe("MODEL_VERSION_UNAVAILABLE");
     expect(String(h["sluice.error.message"])).toContain("0123456789ab");
     expect(outcomes).toEqual({ result: 3 * n, dead_letter: 1, duplicate: 0 });
+  });
+
+  it("shadows a share of online requests with the candidate, to the shadow topic only, once each", async () => {
+    const kafka = testKafka();
+    const base = uniqueName("shadow");
+    const topics = processorLayout(base, { partitions: 2 });
+    const shadowTopic = `${base}.shadow`;
+    await ensureTopics(kafka, { ...topics, shadowResults: shadowTopic });
+    const candidate = models.candidate?.model as NonNullable<typeof models.candidate>["model"];
+    const n = 200;
+    const ids = Array.from({ length: n }, (_, i) => `o-${i}`);
+    await produceMessages(
+      topics.requests[0] as string,
+      ids.map((id) => ({ key: id, ...encodeRequest({ id, text: "a dog sat on the cat" }, "json") })),
+      { kafka },
+    );
+    const events = new SluiceEvents();
+    const scored: SluiceEventMap["shadow.scored"][] = [];
+    events.on("shadow.scored", (e) => scored.push(e));
+    const processor = createStreamProcessor({
+      kafka,
+      model: models.serving.model,
+      router: new ModelSwitch(models),
+      shadow: { candidate, share: 0.3, topic: shadowTopic },
+      events,
+      ...layoutOptions(topics),
+      maxBatchSize: 8,
+      commitIntervalMs: 50,
+      sessionTimeoutMs: 10_000,
+      heartbeatIntervalMs: 1000,
+    });
+    await processor.start();
+    const picked = ids.filter((id) => isShadowed(id, 0.3));
+    const results = await readCommitted(topics.results, { expected: n, settleMs: 1000, timeoutMs: 90_000 });
+    const shadows = await readCommitted(shadowTopic, {
+      expected: picked.length,
+      settleMs: 1000,
+      timeoutMs: 60_000,
+    });
+    await processor.close();
+    const decodedResults = decodeResults(results);
+    expect(decodedResults).toHaveLength(n);
+    expect(decodedResults.every((r) => r.model.version === models.serving.model.identity.version)).toBe(true);
+    const decodedShadows = decodeResults(shadows);
+    expect(decodedShadows.map((r) => r.id).sort()).toEqual([...picked].sort());
+    expect(
+      decodedShadows.every((r) => r.model.version === candidate.identity.version && r.status === "ok"),
+    ).toBe(true);
+    // Same dimensions: compared by cosine; both models' latency per item measured.
+    expect(scored).toHaveLength(picked.length);
+    expect(scored.every((e) => e.agreement?.measure === "cosine" && e.agreement.value < 1)).toBe(true);
+    expect(scored.every((e) => e.candidate.msPerItem > 0 && e.online.msPerItem > 0)).toBe(true);
   });
 });

@@ -19,6 +19,8 @@ export interface TopicLayout {
   /** Partitions for topics Sluice creates. */
   partitions: number;
   replicationFactor: number;
+  /** `topics.shadowResults`, when the candidate shadows online requests (candidate.shadowShare > 0). */
+  shadowResults?: string | undefined;
 }
 
 /** Kafka's limit on topic name length. */
@@ -97,6 +99,7 @@ export async function ensureTopics(kafka: Kafka, layout: TopicLayout): Promise<M
       layout.deadLetters,
       ...(layout.freshness ? [layout.freshness] : []),
       ...(layout.backfillResults ? [layout.backfillResults] : []),
+      ...(layout.shadowResults ? [layout.shadowResults] : []),
     ];
     const create = [...layout.requests, ...plain]
       .filter((t, i, all) => all.indexOf(t) === i && !existing.has(t))
