@@ -309,6 +309,32 @@ function drawTables(s) {
   const err = document.getElementById("runs-error");
   err.hidden = !s.runs?.error;
   err.textContent = s.runs?.error ? `runs not read: ${s.runs.error}` : "";
+  const m = s.models;
+  const ms = (v) => (v === null || v === undefined ? "–" : `${v.toFixed(2)} ms`);
+  const sh = m?.shadow;
+  const agreement = Object.entries(sh?.agreement ?? {}).map(([measure, a]) => [
+    `agreement (${measure})`,
+    "",
+    `${a.mean.toFixed(measure === "max_abs_diff" ? 4 : 3)} over ${a.count}`,
+  ]);
+  fillTable(
+    "models",
+    m
+      ? [
+          ["version", m.online ?? "–", m.candidate ?? "none"],
+          ["latency per item", ms(sh.latencyMsPerItem.online), ms(sh.latencyMsPerItem.candidate)],
+          ["model CPU per item", ms(sh.cpuMsPerItem.online), ms(sh.cpuMsPerItem.candidate)],
+          [
+            "shadowed",
+            "",
+            `${sh.requests.scored ?? 0} scored, ${sh.requests.shed ?? 0} shed, ${sh.requests.revoked ?? 0} revoked`,
+          ],
+          ...agreement,
+        ]
+      : [],
+    "no model info",
+    3,
+  );
   fillTable(
     "assignment",
     s.assignment.map((a) => [a.topic, String(a.partition), a.lane, a.phase]),

@@ -1,20 +1,19 @@
-import { readFile } from "node:fs/promises";
 import { BackfillSubmission, type SubmissionSummary } from "../backfill/backfill-submission.js";
 import { type ExportSummary, exportRun } from "../backfill/run-export.js";
-import { assertRunId, type RunManifest, unknownRun } from "../backfill/run-manifest.js";
+import { assertRunId, type ExpectedModel, type RunManifest, unknownRun } from "../backfill/run-manifest.js";
 import { type RunStatusReport, summarizeRun } from "../backfill/run-outcomes.js";
 import { backfillResultsTopic, type SluiceConfig } from "../config/config-schema.js";
 import { createKafka } from "../kafka/client/kafka-client.js";
 import { KafkaRunWriter } from "../kafka/runs/backfill-run-writer.js";
 import { RunManifestStore } from "../kafka/runs/run-manifest-store.js";
 import { RunOutcomeReader } from "../kafka/runs/run-outcome-reader.js";
-import { fingerprintModel } from "../model/model-fingerprint.js";
-import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
+import type { ModelRole } from "../model/model-set.js";
 import { type RunCost, runCost } from "../runs/run-cost.js";
 import { sumRunCostShares } from "../runs/run-cost-total.js";
 import { hashConfig, sluiceBuild } from "../runs/run-provenance.js";
 import { SluiceError } from "../sluice-error.js";
 import { modelOutputSettings } from "./model-output-settings.js";
+import { configuredModelVersion, roleConfig } from "./model-versions.js";
 import { type BatchSourceRequest, createBatchSource } from "./run-source.js";
 import { createWireCodecs } from "./wire-codecs.js";
 
@@ -26,6 +25,12 @@ export interface BackfillSubmitRequest extends BatchSourceRequest {
   runId: string;
   /** Input rows per submit transaction. */
   chunkRows: number;
+  /**
+   * Which model scores the run (`--model`): `serving` (default) = the version online answers with;
+   * `candidate` = the `candidate` section's model, its version recorded in the manifest and on every
+   * row (docs/model-upgrades.md).
+   */
+  model?: ModelRole;
 }
 
 /**
@@ -61,10 +66,11 @@ export async function submitBackfill(
     transactionTimeoutMs: config.delivery.transactionTimeoutMs,
     maxTransactionBytes: config.delivery.maxTransactionBytes,
   });
-  const m = config.model;
+  const role = request.model ?? "serving";
+  const scoring = roleConfig(config, role, "--model candidate");
   // Everything here changes what the model returns for a row; the model files are its version.
   const outputConfig = {
-    ...modelOutputSettings(config),
+    ...modelOutputSettings(scoring),
     ...inputSettings,
     requestCodec: config.topics.requestCodec,
   };
@@ -88,7 +94,7 @@ export async function submitBackfill(
           results: backfillResultsTopic(config.topics),
           deadLetters: config.topics.deadLetters,
         },
-        model: { name: m.name, expectedVersion: await expectedModelVersion(config) },
+        model: await runModel(scoring, role),
         config: outputConfig,
         configHash: hashConfig(outputConfig),
       },
@@ -148,19 +154,29 @@ function outcomeReader(config: SluiceConfig): RunOutcomeReader {
 }
 
 /**
+ * The run's model in its manifest. A candidate run records its role, and its version must be known:
+ * every row carries it, and serve scores the rows with exactly that version (docs/model-upgrades.md).
+ */
+async function runModel(scoring: SluiceConfig, role: ModelRole): Promise<ExpectedModel> {
+  const expectedVersion = await expectedModelVersion(scoring);
+  if (role === "serving") return { name: scoring.model.name, expectedVersion };
+  if (expectedVersion === null) {
+    throw new SluiceError(
+      "MODEL_NOT_FOUND",
+      "--model candidate: the candidate's model files cannot be read here, so its version is unknown; run submit where candidate.path points at the same file as on the serve instances",
+    );
+  }
+  return { name: scoring.model.name, expectedVersion, role };
+}
+
+/**
  * The version results of this configuration will carry (the same fingerprint `TextModelRunner` reports),
  * recorded in the manifest so `status` can flag results from another model. The default model is
  * fetched once if absent, as `serve` would; a model that cannot be read gives null (unknown).
  */
 async function expectedModelVersion(config: SluiceConfig): Promise<string | null> {
   try {
-    const o = await modelRunnerOptionsFromConfig(config, (line) => process.stderr.write(`model: ${line}\n`));
-    // A tensor model has no tokenizer (empty path): its fingerprint covers the model file alone.
-    const [model, tokenizer] = await Promise.all([
-      readFile(o.modelPath),
-      o.tokenizerPath === "" ? new Uint8Array() : readFile(o.tokenizerPath),
-    ]);
-    return fingerprintModel(model, tokenizer).version;
+    return await configuredModelVersion(config);
   } catch (error) {
     process.stderr.write(
       `backfill: cannot read the configured model (${(error as Error).message}); the run records no expected model version\n`,

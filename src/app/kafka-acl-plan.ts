@@ -4,6 +4,7 @@ import { changelogTopicFor } from "../kafka/client/topic-admin.js";
 import { TIMESTAMP_PROBE_GROUP_PREFIX } from "../kafka/probes/kafka-record-timestamp-reader.js";
 import { RESTORE_GROUP_PREFIX } from "../kafka/read/changelog-reader.js";
 import { BATCH_GROUP_PREFIX } from "../kafka/read/kafka-range-reader.js";
+import { MODEL_CONTROL_GROUP_PREFIX } from "../kafka/runs/model-control-store.js";
 import { BACKFILL_GROUP_PREFIX, BACKFILL_TRANSACTIONAL_ID_PREFIX } from "../kafka/runs/run-manifest-store.js";
 import { BATCH_TRANSACTIONAL_ID_PREFIX } from "../kafka/write/kafka-topic-sink.js";
 import { resultTransactionalIdPrefix } from "../kafka/write/result-publisher.js";
@@ -94,6 +95,22 @@ const COMMANDS: Record<string, (c: SluiceConfig, o: AclPlanOptions) => Acl[]> = 
           ]
         : []),
       ...runs.map((t) => literal("TOPIC", t, "WRITE", "backfill runs' cost shares (topics.runs)")),
+      literal(
+        "TOPIC",
+        c.topics.modelControl,
+        "READ",
+        "model control: the group's decisions (topics.modelControl)",
+      ),
+      literal("TOPIC", c.topics.modelControl, "WRITE", "model control: each partition's switch boundary"),
+      prefixed(
+        "GROUP",
+        MODEL_CONTROL_GROUP_PREFIX,
+        "READ",
+        "throwaway groups that read the model control topic",
+      ),
+      ...(c.candidate && c.candidate.shadowShare > 0
+        ? [literal("TOPIC", c.topics.shadowResults, "WRITE", "the candidate's shadow results")]
+        : []),
       literal("GROUP", group, "READ", "the consumer group (join, commit offsets in transactions)"),
       prefixed("GROUP", RESTORE_GROUP_PREFIX, "READ", "throwaway groups that read the dedup changelog"),
       prefixed(
@@ -117,6 +134,7 @@ const COMMANDS: Record<string, (c: SluiceConfig, o: AclPlanOptions) => Acl[]> = 
             ...inputs,
             ...topics,
             ...inputs.map((t) => changelogTopicFor(c.topics.dedupChangelog, group, t)),
+            c.topics.modelControl,
           ].map((t) => literal("TOPIC", t, "CREATE", "Sluice creates missing topics"))
         : []),
     ];
@@ -170,6 +188,24 @@ const COMMANDS: Record<string, (c: SluiceConfig, o: AclPlanOptions) => Acl[]> = 
         : []),
     ];
   },
+  // promote, rollback and status (docs/model-upgrades.md).
+  model: (c, o) => [
+    literal("TOPIC", c.topics.modelControl, "WRITE", "model promote/rollback: the decision"),
+    literal("TOPIC", c.topics.modelControl, "READ", "model status, and promote waiting for the boundaries"),
+    ...c.topics.requests.map((t) =>
+      literal("TOPIC", t, "DESCRIBE", "the online partitions that must switch"),
+    ),
+    literal("GROUP", c.consumer.groupId, "DESCRIBE", "the members that did not switch"),
+    prefixed(
+      "GROUP",
+      MODEL_CONTROL_GROUP_PREFIX,
+      "READ",
+      "throwaway groups that read the model control topic",
+    ),
+    ...(o.createTopics
+      ? [literal("TOPIC", c.topics.modelControl, "CREATE", "the first promote creates the control topic")]
+      : []),
+  ],
 };
 
 /** Names of the commands `aclPlan` knows. */

@@ -6,11 +6,17 @@ import { createKafka } from "../kafka/client/kafka-client.js";
 import { ensureTopics } from "../kafka/client/topic-admin.js";
 import { KafkaGroupOffsetsReader } from "../kafka/probes/kafka-group-offsets-reader.js";
 import { kafkaLagReaders } from "../kafka/probes/kafka-lag-readers.js";
+import { ModelControlFeed } from "../kafka/runs/model-control-feed.js";
+import { ModelControlStore } from "../kafka/runs/model-control-store.js";
 import { RunManifestFeed } from "../kafka/runs/run-manifest-feed.js";
 import { RunManifestStore } from "../kafka/runs/run-manifest-store.js";
 import { KafkaHeartbeatSink } from "../kafka/write/kafka-heartbeat-sink.js";
-import { type LoadedModel, loadModel } from "../model/model-loader.js";
-import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
+import type { LoadedModel } from "../model/model-loader.js";
+import {
+  candidateRunnerOptionsFromConfig,
+  modelRunnerOptionsFromConfig,
+} from "../model/model-runner-config.js";
+import { ModelSet, outputShapeOf } from "../model/model-set.js";
 import { BackfillRunBoard } from "../observability/backfill-run-board.js";
 import { BatchLog } from "../observability/batch-log.js";
 import { DeadLetterLog } from "../observability/dead-letter-log.js";
@@ -21,6 +27,7 @@ import { LifecycleLog } from "../observability/lifecycle-log.js";
 import { LiveSnapshot } from "../observability/live-snapshot.js";
 import { SluiceMetrics } from "../observability/metrics.js";
 import { ObservabilityServer } from "../observability/observability-server.js";
+import { ModelSwitch } from "../processor/model-switch.js";
 import type { StreamProcessor } from "../processor/stream-processor.js";
 import { processorOptionsFromConfig } from "../processor/stream-processor-options.js";
 import type { SluiceError } from "../sluice-error.js";
@@ -31,6 +38,8 @@ export interface ServeRuntime {
   processor: StreamProcessor;
   events: SluiceEvents;
   model: LoadedModel;
+  /** The serving model and the candidate, when configured (docs/model-upgrades.md). */
+  models: ModelSet;
   /** Base URL of the metrics/health server, e.g. `http://127.0.0.1:9464`. */
   metricsUrl: string;
   /** Resolves when the runtime stops by itself after a fatal error (with that error). */
@@ -109,6 +118,7 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
     groupId: config.consumer.groupId,
     freshness: config.topics.freshness,
     backfillResults: config.topics.backfillResults,
+    shadowResults: (config.candidate?.shadowShare ?? 0) > 0 ? config.topics.shadowResults : undefined,
     partitions: config.topics.partitions,
     replicationFactor: config.topics.replicationFactor,
   });
@@ -116,41 +126,74 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
   // "Cost"). Backfill rows exist only after a submit, which creates the topic too, so a serve that may
   // not create topics starts anyway.
   if (config.topics.backfill.length > 0) {
-    await new RunManifestStore({
-      kafka,
-      topic: config.topics.runs,
-      replicationFactor: config.topics.replicationFactor,
-    })
-      .ensureTopic()
-      .catch((error: unknown) =>
-        logger.warn(
-          { topic: config.topics.runs, err: error instanceof Error ? error.message : String(error) },
-          "cannot create the runs topic (topics.runs); the first backfill submit creates it",
-        ),
-      );
+    await createOrWarn(
+      new RunManifestStore({
+        kafka,
+        topic: config.topics.runs,
+        replicationFactor: config.topics.replicationFactor,
+      }),
+      logger,
+      "cannot create the runs topic (topics.runs); the first backfill submit creates it",
+    );
   }
 
-  const model = await loadModel(
-    await modelRunnerOptionsFromConfig(config, (line) => logger.info({ component: "model-fetch" }, line)),
+  const fetchLog = (line: string) => logger.info({ component: "model-fetch" }, line);
+  const models = await ModelSet.load(
+    await modelRunnerOptionsFromConfig(config, fetchLog),
+    await candidateRunnerOptionsFromConfig(config, fetchLog),
   );
-  events.emit("model.loaded", {
-    name: model.identity.name,
-    version: model.identity.version,
-    task: model.task,
-    ...(model.workers ? { workers: model.workers } : {}),
-  });
+  const model = models.serving.model;
+  for (const { role, model: m, cost } of models.roles) {
+    events.emit("model.loaded", {
+      name: m.identity.name,
+      version: m.identity.version,
+      task: m.task,
+      ...(m.workers ? { workers: m.workers } : {}),
+      role,
+      rssMiB: cost.rssMiB,
+      loadMs: cost.loadMs,
+      output: outputShapeOf(m),
+    });
+  }
+  const differences = models.differences();
+  if (differences.length > 0)
+    logger.warn(
+      {
+        component: "lifecycle",
+        differences,
+        serving: model.identity,
+        candidate: models.candidate?.model.identity,
+      },
+      "the candidate outputs something else than the serving model (allowed: it is a new model); readers of its results and shadow results must expect it",
+    );
 
   // A start-up failure after the model loaded must release it: its worker threads would keep the
   // process alive, and serve would neither run nor exit.
   const releaseModel = async (error: unknown): Promise<never> => {
-    await model.close().catch(() => undefined);
+    await models.close().catch(() => undefined);
     throw error;
   };
+
+  // The group's model decisions (docs/model-upgrades.md): read to the end before any partition is
+  // restored, so an instance that starts or joins later answers with the decided version.
+  const { modelSwitch, feed } = await startModelSwitch(config, kafka, models, events, logger).catch(
+    releaseModel,
+  );
 
   const processor = createStreamProcessor(
     processorOptionsFromConfig(config, {
       kafka,
       model,
+      router: modelSwitch,
+      ...(models.candidate && config.candidate && config.candidate.shadowShare > 0
+        ? {
+            shadow: {
+              candidate: models.candidate.model,
+              share: config.candidate.shadowShare,
+              topic: config.topics.shadowResults,
+            },
+          }
+        : {}),
       events,
       log: logger.child({ component: "stream-processor" }),
       codecs,
@@ -212,7 +255,8 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
       detachDeadLetterLog();
       detachLifecycleLog();
       inFlight.detach();
-      await model.close();
+      await feed.stop();
+      await models.close();
     })();
     return stopping;
   };
@@ -227,7 +271,7 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
     throw error;
   }
   const host = bound.host === "0.0.0.0" || bound.host === "::" ? "127.0.0.1" : bound.host;
-  return { processor, events, model, metricsUrl: `http://${host}:${bound.port}`, fatal, close };
+  return { processor, events, model, models, metricsUrl: `http://${host}:${bound.port}`, fatal, close };
 }
 
 /** The live page's snapshot: metrics, this instance's assignment, and the backfill runs when there are any. */
@@ -255,4 +299,99 @@ function liveSnapshot(
     ...(board ? { runs: () => board.view() } : {}),
   });
   return () => snapshot.build();
+}
+
+/**
+ * The control topic, its feed and the switch: creates `topics.modelControl`, reads it to the end, and
+ * routes each new decision to the switch; refusals are ERROR lines naming what to set.
+ */
+async function startModelSwitch(
+  config: SluiceConfig,
+  kafka: Kafka,
+  models: ModelSet,
+  events: SluiceEvents,
+  logger: Logger,
+): Promise<{ modelSwitch: ModelSwitch; feed: ModelControlFeed }> {
+  const log = logger.child({ component: "model-switch" });
+  // Without it no decision exists yet; the feed then waits for the first promote to create it.
+  await createOrWarn(
+    new ModelControlStore({
+      kafka,
+      topic: config.topics.modelControl,
+      replicationFactor: config.topics.replicationFactor,
+    }),
+    log,
+    "cannot create the model control topic (topics.modelControl); online answers with the model section until the first promote creates it",
+  );
+  const feed = new ModelControlFeed({
+    kafka,
+    topic: config.topics.modelControl,
+    groupId: config.consumer.groupId,
+    startTimeoutMs: config.consumer.restoreTimeoutMs,
+  });
+  await feed.start();
+  const candidate = models.candidate?.model.identity.version;
+  const online = (version: string) =>
+    events.emit("model.online", { version, ...(candidate ? { candidate } : {}) });
+  const modelSwitch = new ModelSwitch(models, {
+    groupId: config.consumer.groupId,
+    instanceId: config.observability.instanceId,
+    controlTopic: config.topics.modelControl,
+    decision: () => feed.decision(),
+    report: {
+      switched: (b) => {
+        events.emit("model.switched", {
+          topic: b.topic,
+          partition: b.partition,
+          offset: b.offset,
+          version: b.version,
+          seq: b.seq,
+        });
+        log.info(
+          {
+            topic: b.topic,
+            partition: b.partition,
+            offset: b.offset,
+            version: b.version,
+            previousVersion: b.previousVersion,
+            seq: b.seq,
+          },
+          "partition switched model at its boundary",
+        );
+      },
+      refused: (tp, message) => log.error({ code: "MODEL_VERSION_UNAVAILABLE", ...tp }, message),
+    },
+  });
+  const decided = feed.decision();
+  if (decided && models.byVersion(decided.version) === undefined)
+    log.error(
+      { code: "MODEL_VERSION_UNAVAILABLE", version: decided.version, have: models.versions() },
+      `the group answers online with model version ${decided.version} (decision ${decided.seq}), which this instance has not loaded: its online partitions stay paused; set candidate.path or model.path to that model, or roll back`,
+    );
+  online(modelSwitch.onlineVersion());
+  feed.onDecision((d) => {
+    log.info(
+      { seq: d.seq, action: d.action, version: d.version, previousVersion: d.previousVersion },
+      "model decision read; switching online partitions at their next offset",
+    );
+    modelSwitch.onDecision(d);
+    online(d.version);
+  });
+  return { modelSwitch, feed };
+}
+
+/** Creates a topic serve may go without for now (it may lack CREATE): a warning instead of a stop. */
+async function createOrWarn(
+  store: { topic: string; ensureTopic(): Promise<void> },
+  logger: Logger,
+  message: string,
+): Promise<void> {
+  await store
+    .ensureTopic()
+    .catch((error: unknown) =>
+      logger.warn(
+        { topic: store.topic, err: error instanceof Error ? error.message : String(error) },
+        message,
+      ),
+    );
 }

@@ -11,6 +11,7 @@ import { MAX_SEND_BYTES } from "../kafka/write/record-collector.js";
 import { createResultPublisher } from "../kafka/write/result-publisher.js";
 import { PartitionRestorer } from "../processor/partition-restorer.js";
 import type { CommitterFactory } from "../processor/processor-ports.js";
+import { SHADOW_QUEUE_ITEMS, ShadowScorer } from "../processor/shadow-scorer.js";
 import { StreamProcessor } from "../processor/stream-processor.js";
 import {
   resolveProcessorOptions,
@@ -62,6 +63,7 @@ export function createStreamProcessor(
     { topic: o.resultsTopic, setting: "topics.results" },
     ...(o.backfillResultsTopic ? [{ topic: o.backfillResultsTopic, setting: "topics.backfillResults" }] : []),
     { topic: o.deadLetterTopic, setting: "topics.deadLetters" },
+    ...(o.shadow && o.shadow.share > 0 ? [{ topic: o.shadow.topic, setting: "topics.shadowResults" }] : []),
     ...(o.backfillTopics.length > 0 ? [{ topic: o.runsTopic, setting: "topics.runs" }] : []),
     ...[...o.requestTopics, ...o.backfillTopics].map((t) => ({
       topic: changelogTopicFor(o.dedupChangelogBase, o.groupId, t),
@@ -128,6 +130,19 @@ export function createStreamProcessor(
     restorer,
     committers,
     model: o.model,
+    ...(o.router ? { router: o.router } : {}),
+    ...(o.shadow && o.shadow.share > 0
+      ? {
+          shadow: new ShadowScorer({
+            ...o.shadow,
+            encode: (result) => encoder.encode(result),
+            maxQueued: SHADOW_QUEUE_ITEMS,
+            maxBatch: o.maxBatchSize,
+            clock: systemClock,
+            emit: (name, payload) => o.events.emit(name, payload),
+          }),
+        }
+      : {}),
     completions,
     events: o.events,
     log: o.log,

@@ -1,5 +1,5 @@
 import type { Codec } from "../contracts/codec.js";
-import { RUN_ID_HEADER } from "../contracts/lane.js";
+import { MODEL_VERSION_HEADER, RUN_ID_HEADER } from "../contracts/lane.js";
 import { encodeRequest } from "../contracts/request-codec.js";
 import type { RowSource } from "../runs/row-source.js";
 import {
@@ -96,6 +96,7 @@ export class BackfillSubmission {
         topics: run.topics,
         config: run.config,
         configHash: run.configHash,
+        model: run.model,
       });
       if (existing.status === "submitted") {
         return {
@@ -108,6 +109,13 @@ export class BackfillSubmission {
       }
     }
     let manifest = existing ?? newRunManifest({ ...run, input });
+    // A candidate run names its model version on every row (docs/model-upgrades.md).
+    const runHeaders: Record<string, string> = {
+      [RUN_ID_HEADER]: run.runId,
+      ...(run.model.role === "candidate" && run.model.expectedVersion
+        ? { [MODEL_VERSION_HEADER]: run.model.expectedVersion }
+        : {}),
+    };
     const skip = manifest.rowsRead;
     // Ids must be unique within a run: serve would count a repeat as a duplicate (no result of its
     // own), so the run could never be complete. A repeat is recorded as invalid instead.
@@ -186,7 +194,7 @@ export class BackfillSubmission {
           id: item.id,
           row: item.row,
           value: encoded.value,
-          headers: { ...encoded.headers, [RUN_ID_HEADER]: run.runId, [RUN_ROW_HEADER]: String(item.row) },
+          headers: { ...encoded.headers, ...runHeaders, [RUN_ROW_HEADER]: String(item.row) },
         });
       }
       if (records.length + invalid.length >= this.opts.chunkRows) await commit(false);

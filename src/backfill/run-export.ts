@@ -241,6 +241,7 @@ export async function exportRun(o: ExportOptions): Promise<ExportSummary> {
     model: {
       name: m.model.name,
       expectedVersion: m.model.expectedVersion,
+      ...(m.model.role ? { role: m.model.role } : {}),
       versions: countModelVersions(o.outcomes.results),
     },
     config: m.config,

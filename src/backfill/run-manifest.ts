@@ -47,6 +47,11 @@ export interface ExpectedModel {
   name: string;
   /** 12 hex of SHA-256 over model + tokenizer, as results carry it; null when the model was not readable. */
   expectedVersion: string | null;
+  /**
+   * `candidate`: submitted with `--model candidate`; every row carries `expectedVersion` and serve
+   * scores it with exactly that version (docs/model-upgrades.md). Absent: the version online answers with.
+   */
+  role?: "serving" | "candidate";
 }
 
 /** `config` holds the settings that change outputs (task, pooling, …, id/text fields, request codec). */
@@ -114,7 +119,8 @@ export function newRunManifest(
  */
 export function assertSameSubmission(
   existing: RunManifest,
-  current: Pick<RunManifest, "input" | "topics" | "configHash" | "config">,
+  current: Pick<RunManifest, "input" | "topics" | "configHash" | "config"> &
+    Partial<Pick<RunManifest, "model">>,
 ): void {
   const a = existing.input;
   const b = current.input;
@@ -134,6 +140,21 @@ export function assertSameSubmission(
   if (existing.topics.backfill !== current.topics.backfill) {
     throw mismatch(
       `${run} was submitted to backfill topic ${existing.topics.backfill}, not ${current.topics.backfill} (topics.backfill)`,
+    );
+  }
+  const role = (m: ExpectedModel) => m.role ?? "serving";
+  if (current.model && role(existing.model) !== role(current.model)) {
+    throw mismatch(
+      `${run} was submitted with --model ${role(existing.model)}, not ${role(current.model)}; use a new --run-id`,
+    );
+  }
+  if (
+    current.model &&
+    role(current.model) === "candidate" &&
+    existing.model.expectedVersion !== current.model.expectedVersion
+  ) {
+    throw mismatch(
+      `${run} was submitted for candidate version ${existing.model.expectedVersion}, and the candidate is ${current.model.expectedVersion} now; use a new --run-id`,
     );
   }
   if (existing.configHash !== current.configHash) {

@@ -19,6 +19,7 @@ interface SubmitOptions {
   to?: string;
   range?: string;
   chunkRows: string;
+  model: string;
 }
 
 /**
@@ -44,7 +45,18 @@ export function register(program: Command): void {
     .option("--to <spec>", "topic input end: latest | P:OFFSET[,P:OFFSET] | ISO timestamp (exclusive)")
     .option("--range <spec>", "topic input offsets P:START-P:END[,...] (instead of --from/--to)")
     .option("--chunk-rows <rows>", "input rows per submit transaction", "500")
+    .option(
+      "--model <role>",
+      "serving (the version online answers with) or candidate (the candidate section's model, recorded with its version; docs/model-upgrades.md)",
+      "serving",
+    )
     .action(async (opts: SubmitOptions, command: Command) => {
+      if (opts.model !== "serving" && opts.model !== "candidate") {
+        throw new SluiceError(
+          "CONFIG_INVALID",
+          `--model must be serving or candidate, got ${JSON.stringify(opts.model)}`,
+        );
+      }
       const config = loadCommandConfig(command);
       if (opts.range !== undefined && (opts.from !== undefined || opts.to !== undefined)) {
         throw new SluiceError("CONFIG_INVALID", "--range replaces --from/--to: give one or the other");
@@ -62,6 +74,7 @@ export function register(program: Command): void {
           from: range.from,
           to: range.to,
           chunkRows: intOption("--chunk-rows", opts.chunkRows),
+          model: opts.model,
         },
         (m) => process.stderr.write(`backfill: ${m.rowsRead} rows handled (${m.rowsSubmitted} submitted)\n`),
       );

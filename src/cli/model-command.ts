@@ -1,13 +1,20 @@
 import { basename } from "node:path";
 import type { Command } from "commander";
+import { backfillStatus } from "../app/backfill-runtime.js";
+import { modelStatus, promoteModel, rollbackModel } from "../app/model-control-runtime.js";
 import type { SluiceConfig } from "../config/config-schema.js";
 import { envNameFor } from "../config/env-overrides.js";
 import type { ModelSettings } from "../config/model-settings.js";
 import { DEFAULT_MODEL, ensureDefaultModel } from "../model/default-model.js";
-import { loadModel } from "../model/model-loader.js";
+import { type LoadedModel, loadModel } from "../model/model-loader.js";
 import type { ModelPort } from "../model/model-port.js";
-import { modelRunnerOptionsFromConfig } from "../model/model-runner-config.js";
+import {
+  candidateRunnerOptionsFromConfig,
+  modelRunnerOptionsFromConfig,
+} from "../model/model-runner-config.js";
+import { type ModelLoadCost, ModelSet, type RoleModel } from "../model/model-set.js";
 import { NoopModel } from "../model/noop-model.js";
+import { intOption } from "./batch-command.js";
 import { loadCommandConfig } from "./config-command.js";
 import { tensorSignatureLines } from "./tensor-signature-view.js";
 
@@ -83,7 +90,12 @@ export async function openModel(command: Command, flags: ModelFlags): Promise<Mo
 }
 
 export function register(program: Command): void {
-  const model = program.command("model").description("Fetch and inspect ONNX models");
+  const model = program
+    .command("model")
+    .description(
+      "Fetch and inspect ONNX models; promote the candidate, roll back, show which model online answers with",
+    );
+  registerSwitchCommands(model);
   model
     .command("fetch")
     .description(
@@ -119,35 +131,149 @@ export function register(program: Command): void {
         );
         return;
       }
-      const runner = await loadModel(await modelRunnerOptionsFrom(command, flags));
+      // Without --model, the configured candidate is shown beside the serving model.
+      const candidate =
+        flags.model === undefined
+          ? await candidateRunnerOptionsFromConfig(
+              loadCommandConfig(command),
+              (line) => process.stderr.write(`${line}\n`),
+              flags.modelsDir ? { modelsDir: flags.modelsDir } : {},
+            )
+          : undefined;
+      const models = await ModelSet.load(
+        await modelRunnerOptionsFrom(command, flags),
+        candidate && { ...candidate, workers: 1, backfillWorkers: 0 },
+      );
       try {
-        const d = runner.description;
         if (flags.json) {
-          process.stdout.write(`${JSON.stringify(d, null, 2)}\n`);
+          const json = (r: RoleModel) => ({ ...r.model.description, role: r.role, memory: r.cost });
+          const c = models.candidate;
+          const out = { ...json(models.serving), ...(c ? { candidate: json(c) } : {}) };
+          process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
           return;
         }
-        if ("signature" in d) {
-          process.stdout.write(`${tensorSignatureLines(d).join("\n")}\n`);
-          return;
-        }
-        const shape = (s: (number | string)[]) => `[${s.join(", ")}]`;
-        const lines = [
-          `name:        ${d.identity.name}`,
-          `version:     ${d.identity.version}`,
-          `task:        ${d.task}`,
-          `inputs:      ${d.inputs.map((i) => `${i.name} ${i.type}${shape(i.shape)}`).join(", ")}`,
-          `outputs:     ${d.outputs.map((o) => `${o.name} ${o.type}${shape(o.shape)}`).join(", ")}`,
-          d.task === "embedding"
-            ? `embedding:   ${d.outputSize ?? "unknown"} dimensions (from ${d.outputName})`
-            : `classes:     ${(d.labels ?? []).join(", ")}`,
-          `max tokens:  ${d.maxSequenceTokens}`,
-          `model sha256:     ${d.modelSha256}`,
-          `tokenizer sha256: ${d.tokenizerSha256}`,
-          `batch-dependent:  ${d.batchDependent ? "yes (dynamic int8 quantization)" : "no"}; items isolated: ${d.isolateItems ? "yes" : "no"}`,
-        ];
-        process.stdout.write(`${lines.join("\n")}\n`);
+        const blocks = models.roles.map((r) =>
+          modelInfoLines(r.model, models.candidate ? r.role : undefined, r.cost),
+        );
+        const differences = models.differences();
+        if (differences.length > 0)
+          blocks.push([`note:        the candidate outputs something else: ${differences.join("; ")}`]);
+        process.stdout.write(`${blocks.map((b) => b.join("\n")).join("\n\n")}\n`);
       } finally {
-        await runner.close();
+        await models.close();
       }
+    });
+}
+
+/** `model info`'s lines for one model; with a role when a candidate is configured. */
+function modelInfoLines(runner: LoadedModel, role: string | undefined, cost: ModelLoadCost): string[] {
+  const d = runner.description;
+  const head = [
+    ...(role
+      ? [`role:        ${role}${role === "serving" ? " (the model section)" : " (the candidate section)"}`]
+      : []),
+    `memory:      +${cost.rssMiB} MiB resident, loaded in ${cost.loadMs} ms (one worker)`,
+  ];
+  if ("signature" in d) return [...head, ...tensorSignatureLines(d)];
+  const shape = (s: (number | string)[]) => `[${s.join(", ")}]`;
+  const lines = [
+    `name:        ${d.identity.name}`,
+    `version:     ${d.identity.version}`,
+    `task:        ${d.task}`,
+    `inputs:      ${d.inputs.map((i) => `${i.name} ${i.type}${shape(i.shape)}`).join(", ")}`,
+    `outputs:     ${d.outputs.map((o) => `${o.name} ${o.type}${shape(o.shape)}`).join(", ")}`,
+    d.task === "embedding"
+      ? `embedding:   ${d.outputSize ?? "unknown"} dimensions (from ${d.outputName})`
+      : `classes:     ${(d.labels ?? []).join(", ")}`,
+    `max tokens:  ${d.maxSequenceTokens}`,
+    `model sha256:     ${d.modelSha256}`,
+    `tokenizer sha256: ${d.tokenizerSha256}`,
+    `batch-dependent:  ${d.batchDependent ? "yes (dynamic int8 quantization)" : "no"}; items isolated: ${d.isolateItems ? "yes" : "no"}`,
+  ];
+  return [...head, ...lines];
+}
+
+/** `sluice model promote|rollback|status` (docs/model-upgrades.md). */
+function registerSwitchCommands(model: Command): void {
+  const switchAction =
+    (action: "promote" | "rollback") =>
+    async (opts: { timeout: string; afterRun?: string }, command: Command): Promise<void> => {
+      const config = loadCommandConfig(command);
+      const timeoutMs = intOption("--timeout", opts.timeout);
+      const onProgress = (switched: number, total: number) =>
+        process.stderr.write(`${action}: ${switched} of ${total} online partitions switched\n`);
+      const summary =
+        action === "promote"
+          ? await promoteModel(config, {
+              timeoutMs,
+              onProgress,
+              ...(opts.afterRun
+                ? {
+                    afterRun: { runId: opts.afterRun, runStatus: (id: string) => backfillStatus(config, id) },
+                  }
+                : {}),
+            })
+          : await rollbackModel(config, { timeoutMs, onProgress });
+      const d = summary.decision;
+      process.stdout.write(
+        `decision ${d.seq}: online requests of group ${d.groupId} are answered by model version ${d.version} (was ${d.previousVersion}); every partition switched in ${summary.waitedMs} ms at:\n`,
+      );
+      for (const b of summary.boundaries)
+        process.stdout.write(`  ${b.topic}[${b.partition}] from offset ${b.offset} (by ${b.instanceId})\n`);
+    };
+  const withSwitchOptions = (c: Command) =>
+    c.option("--timeout <ms>", "longest wait for every online partition to switch, ms", "60000");
+  withSwitchOptions(
+    model
+      .command("promote")
+      .description(
+        "Make the candidate the model online answers with, group-wide, at a recorded offset per partition; returns when every partition switched",
+      ),
+  )
+    .option(
+      "--after-run <runId>",
+      "refuse unless that backfill run is complete, without failures, with the candidate's version",
+    )
+    .action(switchAction("promote"));
+  withSwitchOptions(
+    model
+      .command("rollback")
+      .description("Return online requests to the version before the last decision, group-wide"),
+  ).action(switchAction("rollback"));
+  model
+    .command("status")
+    .description(
+      "The version online answers with, the candidate, each partition's boundary, the history of switches",
+    )
+    .option("--json", "print one JSON object")
+    .action(async (opts: { json?: boolean }, command: Command) => {
+      const s = await modelStatus(loadCommandConfig(command));
+      if (opts.json) {
+        process.stdout.write(`${JSON.stringify(s)}\n`);
+        return;
+      }
+      const lines = [
+        `group:       ${s.groupId}`,
+        `online:      ${s.online.version ?? "unknown"} (${s.online.source === "decision" ? "the last decision" : "the model section: no decision yet"})`,
+        `serving:     ${s.serving.name} ${s.serving.version ?? "(files not readable here)"} (model section)`,
+        `candidate:   ${s.candidate ? `${s.candidate.name} ${s.candidate.version ?? "(files not readable here)"}` : "none configured"}`,
+        "partitions:",
+        ...s.partitions.map((p) =>
+          p.boundary
+            ? `  ${p.topic}[${p.partition}] ${p.boundary.version} from offset ${p.boundary.offset} (decision ${p.boundary.seq}, by ${p.boundary.instanceId})`
+            : `  ${p.topic}[${p.partition}] never switched`,
+        ),
+        ...(s.pending > 0
+          ? [`pending:     ${s.pending} partitions have not switched to the last decision yet`]
+          : []),
+        "history:",
+        ...(s.decisions.length === 0
+          ? ["  (none)"]
+          : s.decisions.map(
+              (d) =>
+                `  ${d.seq}. ${d.decidedAt} ${d.action} ${d.previousVersion} → ${d.version}${d.afterRun ? ` (after run ${d.afterRun})` : ""}`,
+            )),
+      ];
+      process.stdout.write(`${lines.join("\n")}\n`);
     });
 }

@@ -5,11 +5,11 @@ import { positiveInt, topicName } from "./config-fields.js";
 import { costSchema } from "./cost-config-schema.js";
 import { kafkaSchema } from "./kafka-config-schema.js";
 import { lanesSchema } from "./lanes-config-schema.js";
-import { modelSchema } from "./model-config-schema.js";
+import { candidateSchema, modelSchema } from "./model-config-schema.js";
 import { schemaRegistrySchema } from "./schema-registry-config-schema.js";
 import { tracingSchema } from "./tracing-config-schema.js";
 
-export { MODEL_INPUTS, modelSchema } from "./model-config-schema.js";
+export { candidateSchema, MODEL_INPUTS, modelSchema } from "./model-config-schema.js";
 
 /**
  * The one typed configuration of Sluice. Every key is documented with `.describe()`; defaults and
@@ -50,6 +50,16 @@ export const topicsSchema = z
       .default("sluice.runs")
       .describe(
         "Compacted topic of backfill run manifests, keyed by run id, and of the runs' cost shares that serve writes (keys cost/<runId>/…); created by the first submit, or by serve when topics.backfill is set.",
+      ),
+    modelControl: topicName()
+      .default("sluice.model-control")
+      .describe(
+        "Compacted topic of the group's model decisions (sluice model promote|rollback) and each partition's switch boundary; created by serve (docs/model-upgrades.md).",
+      ),
+    shadowResults: topicName()
+      .default("sluice.shadow-results")
+      .describe(
+        "Topic the candidate's shadow results go to (candidate.shadowShare > 0), in the result format; never topics.results (docs/model-upgrades.md).",
       ),
     backfillResults: topicName()
       .optional()
@@ -229,6 +239,16 @@ export const batchSchema = z
   })
   .describe("Offline batch mode.");
 
+/** The output topics that may be neither an input nor the runs topic. */
+const OUTPUT_TOPIC_KEYS = [
+  "results",
+  "deadLetters",
+  "dedupChangelog",
+  "freshness",
+  "modelControl",
+  "shadowResults",
+] as const;
+
 export const sluiceConfigSchema = z
   .strictObject({
     kafka: kafkaSchema.prefault({}),
@@ -237,6 +257,7 @@ export const sluiceConfigSchema = z
     batching: batchingSchema.prefault({}),
     delivery: deliverySchema.prefault({}),
     model: modelSchema.prefault({}),
+    candidate: candidateSchema.optional(),
     fallback: fallbackSchema.prefault({}),
     lanes: lanesSchema.prefault({}),
     observability: observabilitySchema.prefault({}),
@@ -270,6 +291,26 @@ export const sluiceConfigSchema = z
         path: ["batching", "maxBatchTokens"],
         input: c.batching.maxBatchTokens,
         message: `must be at least model.maxSequenceTokens (${c.model.maxSequenceTokens}) so one full-length request fits a batch`,
+      });
+    }
+    if (c.candidate && c.batching.maxBatchTokens < c.candidate.maxSequenceTokens) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["batching", "maxBatchTokens"],
+        input: c.batching.maxBatchTokens,
+        message: `must be at least candidate.maxSequenceTokens (${c.candidate.maxSequenceTokens}) so one full-length request fits a batch`,
+      });
+    }
+    if (
+      c.candidate &&
+      c.candidate.task !== c.model.task &&
+      [c.candidate.task, c.model.task].includes("tensor")
+    ) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["candidate", "task"],
+        input: c.candidate.task,
+        message: `must be a text task like model.task (${c.model.task}), or both tensor: requests of one topic are either text or tensors`,
       });
     }
     if (c.batching.maxQueuedRecords < c.batching.maxBatchSize) {
@@ -308,7 +349,7 @@ export const sluiceConfigSchema = z
       });
     }
     const inputs = new Set(c.topics.requests);
-    for (const key of ["results", "deadLetters", "dedupChangelog", "freshness"] as const) {
+    for (const key of OUTPUT_TOPIC_KEYS) {
       if (inputs.has(c.topics[key])) {
         ctx.addIssue({
           code: "custom",
@@ -332,7 +373,7 @@ export const sluiceConfigSchema = z
       }
     }
     const backfill = new Set(c.topics.backfill);
-    for (const key of ["results", "deadLetters", "dedupChangelog", "freshness"] as const) {
+    for (const key of OUTPUT_TOPIC_KEYS) {
       if (backfill.has(c.topics[key])) {
         ctx.addIssue({
           code: "custom",
@@ -360,15 +401,26 @@ export const sluiceConfigSchema = z
         });
       }
     }
-    const runsClash = (
-      ["results", "deadLetters", "dedupChangelog", "freshness", "backfillResults"] as const
-    ).find((key) => c.topics[key] === c.topics.runs);
+    const runsClash = ([...OUTPUT_TOPIC_KEYS, "backfillResults"] as const).find(
+      (key) => c.topics[key] === c.topics.runs,
+    );
     if (runsClash) {
       ctx.addIssue({
         code: "custom",
         path: ["topics", "runs"],
         input: c.topics.runs,
         message: `must differ from topics.${runsClash}: the runs topic is compacted and holds run manifests only`,
+      });
+    }
+    const shadowClash = (["results", "backfillResults", "runs", "modelControl"] as const).find(
+      (key) => c.topics[key] === c.topics.shadowResults,
+    );
+    if (shadowClash) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["topics", "shadowResults"],
+        input: c.topics.shadowResults,
+        message: `must differ from topics.${shadowClash}: shadow results never mix with what readers of that topic consume`,
       });
     }
   })

@@ -119,3 +119,24 @@ export const modelSchema = z
       ),
   })
   .describe("The ONNX model and its tokenizer.");
+
+/**
+ * The `candidate` section (docs/model-upgrades.md): a second model loaded beside the serving one, with
+ * every key of `model` (each unset key defaults as it does there) plus `shadowShare`. Absent = no
+ * candidate. Online requests are answered by the model the group's last decision names (`sluice model
+ * promote|rollback`; none = `model`); a backfill run names its model at submit (`--model candidate`).
+ */
+export const candidateSchema = modelSchema
+  .extend({
+    shadowShare: z
+      .number()
+      .min(0)
+      .max(1)
+      .default(0)
+      .describe(
+        "Share of online requests (0..1, picked by a hash of the request id) also scored by the candidate, off the online path; results go to topics.shadowResults (docs/model-upgrades.md).",
+      ),
+  })
+  .describe(
+    "A candidate model loaded beside the serving one (same keys as model, plus shadowShare); absent = none (docs/model-upgrades.md).",
+  );

@@ -17,3 +17,15 @@ export function runIdFromHeaders(headers: RecordHeaders | undefined): string | u
   const value = headerValue(headers, RUN_ID_HEADER);
   return value === undefined || value === "" ? undefined : value;
 }
+
+/**
+ * Header naming the model version a backfill row must be scored by (`sluice backfill submit --model
+ * candidate` writes the candidate's; docs/model-upgrades.md). Absent: the version online answers with.
+ */
+export const MODEL_VERSION_HEADER = "sluice.model-version";
+
+/** The record's required model version from its `sluice.model-version` header; undefined when absent or empty. */
+export function modelVersionFromHeaders(headers: RecordHeaders | undefined): string | undefined {
+  const value = headerValue(headers, MODEL_VERSION_HEADER);
+  return value === undefined || value === "" ? undefined : value;
+}

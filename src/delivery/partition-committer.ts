@@ -6,6 +6,15 @@ import { withoutPayload } from "./completion-builder.js";
 import { type CommittableRange, OffsetTracker } from "./offset-tracker.js";
 import { completionBytes, type OutboundMessage, type RecordCompletion } from "./outbound-message.js";
 
+/** Records a committer sends with a later transaction (`PartitionCommitter.attach`). */
+export interface AttachedUnit {
+  outputs: OutboundMessage[];
+  bookkeeping: OutboundMessage[];
+  /** The unit rides with the first transaction whose consumer offset is at least this (decimal). */
+  atOffset: string;
+  onCommitted: () => void;
+}
+
 /**
  * Key of the offset checkpoint record that every partition transaction writes to its changelog
  * partition (value: next input offset, decimal). Why it exists: kafkajs cannot send OffsetFetch with
@@ -130,6 +139,10 @@ export class PartitionCommitter {
   private committing: Promise<void> | undefined;
   private failure: SluiceError | undefined;
   private closed: Promise<void> | undefined;
+  /** Units riding with a later transaction (`attach`), in order. */
+  private readonly attached: AttachedUnit[] = [];
+  /** The consumer offset of the last committed transaction; a unit alone never commits below it. */
+  private lastCommitted = 0n;
 
   /** Starts the commit cadence at once; `close()` stops it. */
   constructor(opts: PartitionCommitterOptions, publisher: ResultPublisher, clock: Clock) {
@@ -179,6 +192,17 @@ export class PartitionCommitter {
     // A running commit takes another slice when it ends (see commitNow) instead of queueing a run.
     if (this.committing) this.commitRequested = true;
     else void this.commitNow();
+  }
+
+  /**
+   * `unit` goes out with the first transaction whose consumer offset is `unit.atOffset` or more, so it
+   * is never visible without, nor after, the outputs of records from `atOffset` on; when nothing is
+   * tracked, it goes alone at `atOffset` (docs/model-upgrades.md, "The boundary").
+   */
+  attach(unit: AttachedUnit): void {
+    if (this.failure || this.closed) return;
+    this.attached.push(unit);
+    this.commitSoon();
   }
 
   /** Commits whatever is committable now and waits for it. Throws the sticky error if any. */
@@ -232,7 +256,10 @@ export class PartitionCommitter {
           maxBytes: this.maxTransactionBytes,
           sizeOf: completionBytes,
         });
-        if (!range) return;
+        if (!range) {
+          await this.commitAttachedAlone();
+          return;
+        }
         this.inTransaction = range.completions.length;
         try {
           await this.commitRange(range, false);
@@ -255,6 +282,15 @@ export class PartitionCommitter {
     });
     this.committing = next;
     return next;
+  }
+
+  /** Attached units with nothing tracked to ride with: one transaction of their own at their offset. */
+  private async commitAttachedAlone(): Promise<void> {
+    if (this.attached.length === 0 || this.tracker.size > 0 || this.failure) return;
+    let at = this.lastCommitted;
+    for (const a of this.attached) if (BigInt(a.atOffset) > at) at = BigInt(a.atOffset);
+    await this.runTransaction(at.toString(), []);
+    if (!this.failure) this.opts.onCommitted?.();
   }
 
   /**
@@ -305,6 +341,11 @@ export class PartitionCommitter {
       outputs.push(...c.outputs);
       bookkeeping.push(...c.changelog);
     }
+    const riding = this.attached.filter((a) => BigInt(nextOffset) >= BigInt(a.atOffset));
+    for (const a of riding) {
+      outputs.push(...a.outputs);
+      bookkeeping.push(...a.bookkeeping);
+    }
     if (this.opts.runCostTopic !== undefined) {
       for (const share of runCostShares(completions, this.topic, this.partition, nextOffset)) {
         outputs.push({
@@ -349,6 +390,11 @@ export class PartitionCommitter {
       }
       this.fail(failure, records, this.clock.now() - started);
       return undefined;
+    }
+    if (BigInt(nextOffset) > this.lastCommitted) this.lastCommitted = BigInt(nextOffset);
+    for (const a of riding) {
+      this.attached.splice(this.attached.indexOf(a), 1);
+      a.onCommitted();
     }
     const now = this.clock.now();
     const last = completions[completions.length - 1];

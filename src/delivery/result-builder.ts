@@ -26,6 +26,8 @@ import type { ItemOutcome } from "../model/model-port.js";
 export type ResultOutcome =
   | ItemOutcome
   | { ok: false; code: "DEADLINE_EXCEEDED"; message: string }
+  /** No loaded model has the version the record needs (docs/model-upgrades.md): a dead letter. */
+  | { ok: false; code: "MODEL_VERSION_UNAVAILABLE"; message: string }
   | FallbackOutcome;
 
 /** A request the fallback rules answered instead of the model (status `fallback`, docs/lanes.md). */
@@ -114,13 +116,15 @@ export function buildResult(ctx: ResultContext, outcome: ResultOutcome): Inferen
 export function routeOutcome(ctx: ResultContext, outcome: ResultOutcome): OutcomeRoute {
   if (!outcome.ok && statusOf(outcome) === "error") {
     const { code, message } = outcome;
+    // The version that failed it travels with the dead letter (`sluice.error.model-version`).
+    const model = { "model-version": ctx.model.version };
     if ("stage" in outcome) {
       return {
         kind: "dead_letter",
-        error: { code, message, stage: outcome.stage, context: outcome.context },
+        error: { code, message, stage: outcome.stage, context: { ...outcome.context, ...model } },
       };
     }
-    return { kind: "dead_letter", error: { code, message, stage: "model" } };
+    return { kind: "dead_letter", error: { code, message, stage: "model", context: model } };
   }
   return { kind: "result", result: buildResult(ctx, outcome) };
 }

@@ -70,7 +70,30 @@ export interface SluiceEventMap {
     version: string;
     task: string;
     workers?: { online: number; backfill: number; backfillNice?: number };
+    /** `serving` (the model section) or `candidate` (docs/model-upgrades.md); absent = serving. */
+    role?: "serving" | "candidate";
+    /** Resident memory the model added while it loaded, MiB, and the time it took, ms. */
+    rssMiB?: number;
+    loadMs?: number;
+    /** Output shape, as words (`384 dimensions`, `2 classes (neg,pos)`). */
+    output?: string;
   };
+  /** The version online requests are answered with (at start and after each decision), and the candidate's. */
+  "model.online": { version: string; candidate?: string };
+  /**
+   * One shadowed online request scored by the candidate (docs/model-upgrades.md, "Shadow scoring"):
+   * each model's wall time and model CPU per item, and the agreement where it means something.
+   */
+  "shadow.scored": {
+    ok: boolean;
+    online: { msPerItem: number; cpuMsPerItem?: number };
+    candidate: { msPerItem: number; cpuMsPerItem?: number };
+    agreement?: { measure: "label" | "cosine" | "max_abs_diff"; value: number };
+  };
+  /** Shadow requests not scored: `shed` (the queue was full), `revoked` (the partition moved first). */
+  "shadow.dropped": { reason: "shed" | "revoked"; count: number };
+  /** A partition's model switch boundary committed (docs/model-upgrades.md). */
+  "model.switched": { topic: string; partition: number; offset: string; version: string; seq: number };
   /**
    * One per micro-batch after inference (the batch log's line). Request ids are hashed before they
    * are logged; text never travels on the bus.

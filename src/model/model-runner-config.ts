@@ -17,6 +17,28 @@ const CONFIG_SETTINGS: ModelFileSettings = {
   tokenizer: setting("model.tokenizerPath"),
 };
 
+const CANDIDATE_SETTINGS: ModelFileSettings = {
+  model: setting("candidate.path"),
+  tokenizer: setting("candidate.tokenizerPath"),
+};
+
+/**
+ * The candidate's runner settings (docs/model-upgrades.md): the `candidate` section through the same
+ * mapping as `model` (its files named as `candidate.*` keys in messages); undefined without one.
+ * `shadowShare` is the processor's, not the runner's.
+ */
+export async function candidateRunnerOptionsFromConfig(
+  config: Pick<SluiceConfig, "candidate" | "batching"> & {
+    topics?: Pick<SluiceConfig["topics"], "backfill">;
+  },
+  log: (line: string) => void,
+  from: ModelFilesFrom = {},
+): Promise<ModelSettings | undefined> {
+  if (config.candidate === undefined) return undefined;
+  const { shadowShare: _shadowShare, ...model } = config.candidate;
+  return modelRunnerOptionsFromConfig({ ...config, model }, log, { settings: CANDIDATE_SETTINGS, ...from });
+}
+
 /**
  * The one mapping from the configuration's `model` section (and `batching.bucketing`) to the
  * `TextModelRunner` settings, used by every command that runs a model: `serve`, `batch`, backfill,

@@ -52,6 +52,22 @@ export interface LiveSnapshotJson {
   freshness: Record<string, number>;
   assignment: AssignedPartition[];
   runs: RunBoardView | null;
+  /** The version online answers with, the candidate's, and the shadow comparison (docs/model-upgrades.md). */
+  models: ModelsView;
+}
+
+export interface ModelsView {
+  online: string | null;
+  candidate: string | null;
+  shadow: {
+    /** By outcome: scored, shed, revoked. */
+    requests: Record<string, number>;
+    /** Mean wall time and model CPU per item, ms, by model (online, candidate); null before any. */
+    latencyMsPerItem: Record<string, number | null>;
+    cpuMsPerItem: Record<string, number | null>;
+    /** Mean agreement by measure (label, cosine, max_abs_diff) and how many requests it averages. */
+    agreement: Record<string, { mean: number; count: number }>;
+  };
 }
 
 export interface LiveSnapshotOptions {
@@ -95,6 +111,7 @@ export class LiveSnapshot {
         read("sluice_time_to_drain_seconds"),
         read("sluice_freshness_seconds"),
       ]);
+    const models = await this.models();
     const hasCpu = cpu !== null;
     const topics: Record<string, TopicGauges> = {};
     const topic = (t: string): TopicGauges => {
@@ -129,6 +146,40 @@ export class LiveSnapshot {
       freshness,
       assignment: this.opts.assignment(),
       runs: this.opts.runs ? await this.opts.runs() : null,
+      models,
+    };
+  }
+
+  private async models(): Promise<ModelsView> {
+    const [online, requests, latency, cpu, agreement] = await Promise.all([
+      this.values("sluice_model_online_info"),
+      this.values("sluice_shadow_requests_total"),
+      this.values("sluice_shadow_latency_ms_per_item"),
+      this.values("sluice_shadow_cpu_ms_per_item"),
+      this.values("sluice_shadow_agreement"),
+    ]);
+    const role = (r: string) => (online ?? []).find((v) => label(v, "role") === r);
+    const means = (values: Values | null, by: string) => {
+      const sums = sumBy(values, by, (v) => v.metricName?.endsWith("_sum") === true);
+      const counts = sumBy(values, by, (v) => v.metricName?.endsWith("_count") === true);
+      return Object.fromEntries(
+        Object.entries(counts).map(([k, n]) => [k, { mean: n > 0 ? (sums[k] ?? 0) / n : 0, count: n }]),
+      );
+    };
+    const meanOnly = (values: Values | null) =>
+      Object.fromEntries(
+        Object.entries(means(values, "model")).map(([k, m]) => [k, m.count > 0 ? m.mean : null]),
+      );
+    const r = (v: Value | undefined) => (v ? label(v, "version") : null);
+    return {
+      online: r(role("online")),
+      candidate: r(role("candidate")),
+      shadow: {
+        requests: sumBy(requests, "outcome", () => true),
+        latencyMsPerItem: meanOnly(latency),
+        cpuMsPerItem: meanOnly(cpu),
+        agreement: means(agreement, "measure"),
+      },
     };
   }
 

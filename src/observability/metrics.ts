@@ -70,7 +70,15 @@ export class SluiceMetrics {
   private readonly backfillTopics: ReadonlySet<string>;
   private readonly expired: Counter;
   private readonly transactions: Counter<"outcome">;
-  private readonly modelInfo: Gauge<"name" | "version" | "task">;
+  private readonly modelInfo: Gauge<"name" | "version" | "task" | "role">;
+  private readonly modelOnline: Gauge<"version" | "role">;
+  private readonly shadowRequests: Counter<"outcome">;
+  private readonly shadowLatency: Histogram<"model">;
+  private readonly shadowCpu: Histogram<"model">;
+  private readonly shadowAgreement: Histogram<"measure">;
+  private readonly modelSwitches: Counter<"version">;
+  /** The labels each role's model info was last set with (a reload replaces them). */
+  private readonly modelInfoLabels = new Map<string, Record<"name" | "version" | "task" | "role", string>>();
   private readonly modelCpu: Counter<"lane">;
   private readonly tokens: Counter<"lane">;
 
@@ -201,10 +209,50 @@ export class SluiceMetrics {
       labelNames: ["outcome"],
       registers,
     });
+    this.modelOnline = new Gauge({
+      name: "sluice_model_online_info",
+      help: "The version online requests are answered with (role online) and the candidate's (role candidate); always 1.",
+      labelNames: ["version", "role"],
+      registers,
+    });
+    this.shadowRequests = new Counter({
+      name: "sluice_shadow_requests_total",
+      help: "Online requests picked for shadow scoring by the candidate, by outcome: scored, shed (queue full), revoked (the partition moved first).",
+      labelNames: ["outcome"],
+      registers,
+    });
+    const msBuckets = [0.25, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000];
+    this.shadowLatency = new Histogram({
+      name: "sluice_shadow_latency_ms_per_item",
+      help: "Wall time of the model call per item, ms, for shadowed requests: model=online (the answer) or candidate (the shadow call).",
+      labelNames: ["model"],
+      buckets: msBuckets,
+      registers,
+    });
+    this.shadowCpu = new Histogram({
+      name: "sluice_shadow_cpu_ms_per_item",
+      help: "Model CPU per item, ms, for shadowed requests: model=online or candidate (worker-thread CPU, src/model/thread-cpu-clock.ts).",
+      labelNames: ["model"],
+      buckets: msBuckets,
+      registers,
+    });
+    this.shadowAgreement = new Histogram({
+      name: "sluice_shadow_agreement",
+      help: "Per shadowed request, how the candidate's answer compares with the online one: measure=label (1 = same label, else 0), cosine (embeddings of equal dimensions), max_abs_diff (same-shaped tensors).",
+      labelNames: ["measure"],
+      buckets: [0, 0.001, 0.01, 0.1, 0.5, 0.8, 0.9, 0.95, 0.99, 0.999, 1, 10],
+      registers,
+    });
+    this.modelSwitches = new Counter({
+      name: "sluice_model_switches_total",
+      help: "Partition model switches committed at their boundary by this instance, by the version switched to.",
+      labelNames: ["version"],
+      registers,
+    });
     this.modelInfo = new Gauge({
       name: "sluice_model_info",
-      help: "Loaded model; always 1.",
-      labelNames: ["name", "version", "task"],
+      help: "Loaded model by role (serving = the model section, candidate = the candidate section); always 1.",
+      labelNames: ["name", "version", "task", "role"],
       registers,
     });
 
@@ -301,8 +349,29 @@ export class SluiceMetrics {
         for (const p of e.partitions) this.lastCommittedEventMs.delete(topicPartitionKey(e.topic, p));
       }),
       events.on("model.loaded", (e) => {
-        this.modelInfo.reset();
-        this.modelInfo.set({ name: e.name, version: e.version, task: e.task }, 1);
+        const role = e.role ?? "serving";
+        const previous = this.modelInfoLabels.get(role);
+        if (previous) this.modelInfo.remove(previous);
+        const labels = { name: e.name, version: e.version, task: e.task, role };
+        this.modelInfoLabels.set(role, labels);
+        this.modelInfo.set(labels, 1);
+      }),
+      events.on("model.online", (e) => {
+        this.modelOnline.reset();
+        this.modelOnline.set({ version: e.version, role: "online" }, 1);
+        if (e.candidate) this.modelOnline.set({ version: e.candidate, role: "candidate" }, 1);
+      }),
+      events.on("model.switched", (e) => this.modelSwitches.inc({ version: e.version })),
+      events.on("shadow.dropped", (e) => this.shadowRequests.inc({ outcome: e.reason }, e.count)),
+      events.on("shadow.scored", (e) => {
+        this.shadowRequests.inc({ outcome: "scored" });
+        this.shadowLatency.observe({ model: "online" }, e.online.msPerItem);
+        this.shadowLatency.observe({ model: "candidate" }, e.candidate.msPerItem);
+        if (e.online.cpuMsPerItem !== undefined)
+          this.shadowCpu.observe({ model: "online" }, e.online.cpuMsPerItem);
+        if (e.candidate.cpuMsPerItem !== undefined)
+          this.shadowCpu.observe({ model: "candidate" }, e.candidate.cpuMsPerItem);
+        if (e.agreement) this.shadowAgreement.observe({ measure: e.agreement.measure }, e.agreement.value);
       }),
       events.on("lag.sampled", (e) => this.recordLagSample(e)),
     ];

@@ -7,12 +7,18 @@ import type { FallbackPolicy } from "../fallback/fallback-policy.js";
 import type { LaneBatch } from "../microbatch/lane-batcher.js";
 import { type ModelCallStats, type ModelPort, modelInputOf, runBatch } from "../model/model-port.js";
 import type { Clock } from "../time/clock.js";
+import { groupByModel, type ModelRouter } from "./model-router.js";
 import type { PartitionTask } from "./partition-task.js";
 import type { WorkItem } from "./request-intake.js";
+import type { ShadowScorer } from "./shadow-scorer.js";
 
 /** What a MicroBatchRunner needs of the processor (docs/design.md §6.17: a minimal context, not the owner). */
 export interface MicroBatchRunnerContext {
   model: ModelPort;
+  /** Which model answers each item (docs/model-upgrades.md); unset = `model` answers all. */
+  router?: ModelRouter | undefined;
+  /** Shadow scoring by the candidate (docs/model-upgrades.md); unset = none. */
+  shadow?: ShadowScorer | undefined;
   completions: CompletionBuilder;
   clock: Pick<Clock, "now">;
   /** Unset: no fallback rules (requests expire or dead-letter as without lanes). */
@@ -58,26 +64,51 @@ export class MicroBatchRunner {
       }
     }
     let failed = 0;
-    let stats: ModelCallStats = { inferenceMs: 0, realTokens: 0, paddedTokens: 0 };
-    if (toRun.length > 0) {
+    const stats: ModelCallStats = { inferenceMs: 0, realTokens: 0, paddedTokens: 0 };
+    // One model call per model the items need: several only while a partition switches at its
+    // boundary, or when backfill rows of a candidate run share the batch (docs/model-upgrades.md).
+    const { groups, refused } = groupByModel(toRun, this.ctx.router, this.ctx.model);
+    for (const r of refused) {
+      failed++;
+      this.finish(
+        r.item,
+        { ok: false, code: "MODEL_VERSION_UNAVAILABLE", message: r.message },
+        startedAt,
+        0,
+        0,
+      );
+    }
+    for (const group of groups) {
       const run = await runBatch(
-        this.ctx.model,
-        toRun.map((i) => modelInputOf(this.ctx.model.task, i.request)),
+        group.model,
+        group.items.map((i) => modelInputOf(group.model.task, i.request)),
         "items",
         { lane: batch.lane },
       );
-      stats = run.stats;
-      this.ctx.recordInference(toRun.length, stats.inferenceMs);
-      // Each item's even share of the batch's model CPU, reported with a backfill run's rows.
-      const cpuMsPerItem = (stats.cpuMs ?? 0) / toRun.length;
-      toRun.forEach((item, i) => {
+      stats.inferenceMs += run.stats.inferenceMs;
+      stats.realTokens += run.stats.realTokens;
+      stats.paddedTokens += run.stats.paddedTokens;
+      if (run.stats.cpuMs !== undefined) stats.cpuMs = (stats.cpuMs ?? 0) + run.stats.cpuMs;
+      this.ctx.recordInference(group.items.length, run.stats.inferenceMs);
+      // Each item's even share of the call's model CPU, reported with a backfill run's rows.
+      const cpuMsPerItem = (run.stats.cpuMs ?? 0) / group.items.length;
+      group.items.forEach((item, i) => {
         const outcome = run.outcomes[i] as ResultOutcome;
         if (!outcome.ok) failed++;
         if (!live(item)) return;
         const cost = { cpuMs: cpuMsPerItem, tokens: outcome.ok ? outcome.tokens : 0 };
         const reason = outcome.ok ? undefined : this.fallbackFor(item)?.afterModel(outcome.code);
-        if (reason !== undefined) this.fallback(item, reason, startedAt, stats.inferenceMs, toRun.length);
-        else this.finish(item, outcome, startedAt, stats.inferenceMs, toRun.length, cost);
+        const size = group.items.length;
+        if (reason !== undefined) this.fallback(item, reason, startedAt, run.stats.inferenceMs, size);
+        else this.finish(item, outcome, startedAt, run.stats.inferenceMs, size, cost, group.model);
+        // After the online answer, never before it: the shadow call is off the online path.
+        if (outcome.ok && this.ctx.shadow)
+          this.ctx.shadow.offer(item, {
+            output: outcome.output,
+            model: group.model.identity,
+            msPerItem: run.stats.inferenceMs / size,
+            cpuMsPerItem: run.stats.cpuMs === undefined ? undefined : cpuMsPerItem,
+          });
       });
     }
     this.ctx.emit("microbatch.inferred", { lane: batch.lane, size: toRun.length, ...stats, expired, failed });
@@ -96,6 +127,12 @@ export class MicroBatchRunner {
       requestIds: items.map((i) => i.request.id),
       sources: items.map((i) => i.task.tp),
     });
+  }
+
+  /** The model answering `item` (expired and fallback results name it too); the default when refused. */
+  private modelOf(item: WorkItem): ModelPort {
+    const choice = this.ctx.router?.choose(item);
+    return choice?.ok ? choice.model : this.ctx.model;
   }
 
   /** The policy that applies to `item`: online items only, and only with rules. */
@@ -124,6 +161,7 @@ export class MicroBatchRunner {
     inferenceMs: number,
     batchSize: number,
     cost?: { cpuMs: number; tokens: number },
+    model: ModelPort = this.modelOf(item),
   ): void {
     const ctx = {
       request: item.request,
@@ -131,7 +169,8 @@ export class MicroBatchRunner {
       runId: item.runId,
       source: { ...item.task.tp, offset: item.source.offset },
       requestTimestamp: item.timestampMs,
-      model: this.ctx.model.identity,
+      // The version that really produced the outcome (docs/model-upgrades.md).
+      model: model.identity,
       queueMs: Math.max(0, startedAt - item.enqueuedAtMs),
       inferenceMs,
       batchSize,

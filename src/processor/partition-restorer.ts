@@ -1,3 +1,4 @@
+import { decodeModelBoundary, type ModelBoundary } from "../contracts/model-control.js";
 import { Deduplicator } from "../delivery/deduplicator.js";
 import { isAccessFailure, type SluiceError } from "../sluice-error.js";
 import type { PartitionTask } from "./partition-task.js";
@@ -18,6 +19,8 @@ export interface RestoreContext {
 export interface RestoredInfo {
   offset: string;
   groupOffset: string;
+  /** The partition's last committed model switch boundary (docs/model-upgrades.md); undefined when none. */
+  modelBoundary?: ModelBoundary | undefined;
   dedupEntries: number;
   durationMs: number;
 }
@@ -102,6 +105,7 @@ export class PartitionRestorer {
         ctx.onRestored(task, {
           offset,
           groupOffset,
+          modelBoundary: decodeModelBoundary(changelog?.modelBoundary),
           dedupEntries: stats.entries,
           durationMs: Date.now() - started,
         });

@@ -89,6 +89,11 @@ export class PartitionTask {
     return this.fenceCount;
   }
 
+  /** Offsets below this were taken already (or committed): where a model switch's boundary goes. */
+  get takenOffset(): string {
+    return this.nextOffset.toString();
+  }
+
   /** Records taken and not yet committed: queued, inferring, or waiting for their transaction. */
   get pendingRecords(): number {
     return Math.max(this.outstandingRecords, this.committerRef?.pendingRecords ?? 0);

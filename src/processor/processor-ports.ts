@@ -1,6 +1,7 @@
 import type { RecordHeaders } from "../contracts/codec.js";
 import type { TopicPartition } from "../contracts/topic-partition.js";
 import type { RecordCompletion } from "../delivery/outbound-message.js";
+import type { AttachedUnit } from "../delivery/partition-committer.js";
 import type { SluiceError } from "../sluice-error.js";
 
 /**
@@ -57,6 +58,12 @@ export interface TaskCommitter {
   track(offset: string): void;
   complete(offset: string, completion: RecordCompletion): void;
   commitSoon(): void;
+  /**
+   * Records that go out with the first transaction committing the input offset `atOffset` or beyond
+   * (or alone, at `atOffset`, once nothing is pending): a model switch boundary
+   * (docs/model-upgrades.md). `onCommitted` runs when that transaction committed.
+   */
+  attach?(unit: AttachedUnit): void;
   flush(): Promise<void>;
   close(options: { commit: boolean }): Promise<void>;
 }
@@ -91,6 +98,8 @@ export interface RestoredChangelog {
   entries: { key: string; value: Buffer | null }[];
   /** Next input offset recorded by the last committed transaction; undefined when none was. */
   nextOffset: string | undefined;
+  /** The partition's last model switch boundary record, raw (src/contracts/model-control.ts); undefined when none. */
+  modelBoundary?: Buffer | undefined;
 }
 
 /** Where a restore reads the partition's state from (src/kafka/: admin offsets, ChangelogReader). */

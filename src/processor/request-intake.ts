@@ -1,6 +1,6 @@
 import type { RecordHeaders } from "../contracts/codec.js";
 import type { InferenceRequest } from "../contracts/inference.js";
-import { type Lane, runIdFromHeaders } from "../contracts/lane.js";
+import { type Lane, modelVersionFromHeaders, runIdFromHeaders } from "../contracts/lane.js";
 import { DECODE_STAGE_CODES, type RequestDecoder } from "../contracts/request-codec.js";
 import { type CompletionBuilder, changelogMessages } from "../delivery/completion-builder.js";
 import type { DeadLetterSource } from "../delivery/dead-letter.js";
@@ -22,6 +22,11 @@ export interface WorkItem {
   lane: Lane;
   /** The backfill run from the record's `sluice.run-id` header; undefined when absent. */
   runId: string | undefined;
+  /**
+   * Backfill rows: the model version the row's run was submitted for (`sluice.model-version` header,
+   * `backfill submit --model candidate`); undefined = the version online answers with.
+   */
+  modelVersion?: string | undefined;
   /** Dedup changelog records that commit with this request's outcome. */
   changelog: OutboundMessage[];
   deadlineMs: number;
@@ -103,6 +108,7 @@ export class RequestIntake {
         request,
         lane: task.lane,
         runId: runIdFromHeaders(source.headers),
+        ...(task.lane === "backfill" ? { modelVersion: modelVersionFromHeaders(source.headers) } : {}),
         changelog: changelogMessages(task.changelogTopic, task.tp.partition, entries),
         deadlineMs,
         enqueuedAtMs: now,

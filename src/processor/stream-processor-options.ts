@@ -6,6 +6,7 @@ import type { ResultEncoder } from "../contracts/result-codec.js";
 import type { SluiceEvents } from "../events/sluice-events.js";
 import type { ModelPort } from "../model/model-port.js";
 import { SluiceError } from "../sluice-error.js";
+import type { ModelRouter } from "./model-router.js";
 
 /** Structured log sink (a pino logger fits). Never pass request text in `obj`. */
 export interface ProcessorLog {
@@ -116,6 +117,13 @@ export interface ProcessorDeps {
   kafka: Kafka;
   /** Loaded model; the processor does not close it (its creator does). */
   model: ModelPort;
+  /** Which loaded model answers each item (docs/model-upgrades.md); unset = `model` answers all. */
+  router?: ModelRouter;
+  /**
+   * Shadow scoring (docs/model-upgrades.md): `share` of online requests also scored by `candidate`,
+   * their results to `topic`. Unset = none.
+   */
+  shadow?: { candidate: ModelPort; share: number; topic: string };
   events: SluiceEvents;
   log?: ProcessorLog;
   /**
@@ -148,8 +156,8 @@ export type StreamProcessorOptions = ProcessorDeps &
   Partial<ProcessorSettings>;
 
 export type ResolvedProcessorOptions = ProcessorSettings &
-  Required<Omit<ProcessorDeps, "codecs">> &
-  Pick<ProcessorDeps, "codecs">;
+  Required<Omit<ProcessorDeps, "codecs" | "router" | "shadow">> &
+  Pick<ProcessorDeps, "codecs" | "router" | "shadow">;
 
 const silentLog: ProcessorLog = { info: () => {}, warn: () => {}, error: () => {} };
 
@@ -196,6 +204,8 @@ export function resolveProcessorOptions(o: StreamProcessorOptions): ResolvedProc
   return {
     ...settings,
     ...(o.codecs ? { codecs: o.codecs } : {}),
+    ...(o.router ? { router: o.router } : {}),
+    ...(o.shadow ? { shadow: o.shadow } : {}),
     kafka: o.kafka,
     model: o.model,
     events: o.events,

@@ -12,10 +12,12 @@ import { BackfillThrottle } from "./backfill-throttle.js";
 import { LaneDispatcher } from "./lane-dispatcher.js";
 import { LaneFlowControl } from "./lane-flow-control.js";
 import { MicroBatchRunner } from "./micro-batch-runner.js";
+import type { ModelRouter } from "./model-router.js";
 import type { PartitionRestorer, RestoreContext } from "./partition-restorer.js";
 import { PartitionTask } from "./partition-task.js";
 import type { CommitterFactory, FetchedRecord, RecordSource, TaskCommitter } from "./processor-ports.js";
 import { RequestIntake, type WorkItem } from "./request-intake.js";
+import type { ShadowScorer } from "./shadow-scorer.js";
 import { ShutdownBudget } from "./shutdown-budget.js";
 import type { ProcessorLog, ProcessorSettings } from "./stream-processor-options.js";
 import { WriterSchemaGate } from "./writer-schema-gate.js";
@@ -26,6 +28,10 @@ export interface StreamProcessorDeps {
   restorer: PartitionRestorer;
   committers: CommitterFactory;
   model: ModelPort;
+  /** Which loaded model answers each item (docs/model-upgrades.md); unset = `model` answers all. */
+  router?: ModelRouter;
+  /** Shadow scoring by the candidate (docs/model-upgrades.md); unset = none. */
+  shadow?: ShadowScorer;
   completions: CompletionBuilder;
   events: SluiceEvents;
   log: ProcessorLog;
@@ -117,6 +123,8 @@ export class StreamProcessor {
     });
     this.batches = new MicroBatchRunner({
       model: deps.model,
+      router: deps.router,
+      shadow: deps.shadow,
       completions: deps.completions,
       clock: deps.clock,
       fallback: deps.fallback,
@@ -152,7 +160,11 @@ export class StreamProcessor {
       dedupEntriesPerPartition: () => this.dedupEntriesPerPartition(),
       onRestored: (task, info) => {
         this.deps.source.seek(task.tp, info.offset);
-        if (!this.flow.pausesLane(task.lane) && !this.stopping) this.deps.source.resume([task.tp]);
+        // An online partition switches models at a recorded boundary, or holds (docs/model-upgrades.md).
+        const hold =
+          task.lane === "online" &&
+          this.deps.router?.onRestored?.(task, info.offset, info.modelBoundary) === "hold";
+        if (!hold && !this.flow.pausesLane(task.lane) && !this.stopping) this.deps.source.resume([task.tp]);
         this.emit("partitions.restored", {
           ...task.tp,
           dedupEntries: info.dedupEntries,
@@ -161,6 +173,13 @@ export class StreamProcessor {
         this.deps.log.info({ ...task.tp, ...info }, "partition restored");
       },
     };
+    this.deps.router?.bind?.({
+      running: () => [...this.tasks.values()].filter((t) => t.running && t.lane === "online"),
+      pause: (tp) => this.flow.pause([tp]),
+      resume: (tp) => {
+        if (!this.flow.pausesLane("online") && !this.stopping) this.flow.resume([tp]);
+      },
+    });
   }
 
   /** Called once if the processor cannot continue (the consumer died for good). */
@@ -201,6 +220,8 @@ export class StreamProcessor {
       .filter((t) => !t.running)
       .map((t) => `${t.tp.topic}:${t.tp.partition}`);
     if (restoring.length > 0) return { ready: false, reason: `restoring ${restoring.join(", ")}` };
+    const refused = this.deps.router?.refusals?.() ?? [];
+    if (refused.length > 0) return { ready: false, reason: refused.map((r) => r.message).join("; ") };
     return { ready: true };
   }
 
@@ -309,6 +330,7 @@ export class StreamProcessor {
 
   private revoke(task: PartitionTask): void {
     task.revoke();
+    this.deps.router?.forget?.(task.key);
     this.tasks.delete(task.key);
     this.dispatcher.drop((item) => item.task === task);
     this.flow.afterDrained();
@@ -376,6 +398,8 @@ export class StreamProcessor {
     if (this.stopping) return "refused";
     const task = this.tasks.get(topicPartitionKey(topic, partition));
     if (!task) return "refused";
+    // A partition that may not serve with the models loaded here takes nothing (docs/model-upgrades.md).
+    if (this.deps.router?.refuses?.(task.key)) return "refused";
     // Records naming a registry schema id not loaded yet wait (partition paused) until it is.
     if (task.running && this.schemaGate.holds(task, records)) return "refused";
     // A paused backfill lane takes nothing more (a fetch already under way would overshoot its share):

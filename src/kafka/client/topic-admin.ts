@@ -19,6 +19,8 @@ export interface TopicLayout {
   /** Partitions for topics Sluice creates. */
   partitions: number;
   replicationFactor: number;
+  /** `topics.shadowResults`, when the candidate shadows online requests (candidate.shadowShare > 0). */
+  shadowResults?: string | undefined;
 }
 
 /** Kafka's limit on topic name length. */
@@ -97,6 +99,7 @@ export async function ensureTopics(kafka: Kafka, layout: TopicLayout): Promise<M
       layout.deadLetters,
       ...(layout.freshness ? [layout.freshness] : []),
       ...(layout.backfillResults ? [layout.backfillResults] : []),
+      ...(layout.shadowResults ? [layout.shadowResults] : []),
     ];
     const create = [...layout.requests, ...plain]
       .filter((t, i, all) => all.indexOf(t) === i && !existing.has(t))
@@ -194,5 +197,40 @@ function createFailure(error: unknown, names: string[]): SluiceError {
   return new SluiceError("BROKER_UNAVAILABLE", `creating topics failed: ${(error as Error).message}`, {
     retriable: true,
     cause: error,
+  });
+}
+
+/**
+ * Creates a one-partition compacted topic if it does not exist (the runs topic, the model control
+ * topic); `what` names it in the error, e.g. `the runs topic ${topic} (topics.runs)`.
+ */
+export async function ensureCompactedTopic(
+  kafka: Kafka,
+  topic: string,
+  replicationFactor: number,
+  what: string,
+): Promise<void> {
+  await withAdmin(kafka, async (admin) => {
+    if ((await admin.listTopics()).includes(topic)) return;
+    try {
+      await admin.createTopics({
+        waitForLeaders: true,
+        topics: [
+          {
+            topic,
+            numPartitions: 1,
+            replicationFactor,
+            configEntries: [{ name: "cleanup.policy", value: "compact" }],
+          },
+        ],
+      });
+    } catch (cause) {
+      if ((await admin.listTopics()).includes(topic)) return; // created concurrently
+      throw new SluiceError("BROKER_UNAVAILABLE", `cannot create ${what}: ${(cause as Error).message}`, {
+        cause,
+        retriable: true,
+        context: { topic },
+      });
+    }
   });
 }

@@ -1,4 +1,5 @@
 import type { Kafka } from "kafkajs";
+import { MODEL_BOUNDARY_KEY } from "../../contracts/model-control.js";
 import { OFFSET_CHECKPOINT_KEY } from "../../delivery/partition-committer.js";
 import { SluiceError } from "../../sluice-error.js";
 import { type KafkaAccess, kafkaFailure } from "../client/kafka-failure.js";
@@ -19,6 +20,8 @@ export interface RestoredPartition {
   entries: ChangelogRecord[];
   /** Next input offset recorded by the last committed transaction; undefined when none was. */
   nextOffset: string | undefined;
+  /** The partition's last model switch boundary (src/contracts/model-control.ts), raw; undefined when none. */
+  modelBoundary?: Buffer | undefined;
 }
 
 export interface ChangelogReaderOptions {
@@ -55,6 +58,7 @@ export class ChangelogReader {
     const wanted = new Set(partitions);
     const latest = new Map<number, Map<string, ChangelogRecord>>();
     const checkpoints = new Map<number, string>();
+    const boundaries = new Map<number, Buffer>();
     for (const p of wanted) latest.set(p, new Map());
     if (wanted.size === 0) return new Map();
 
@@ -83,7 +87,7 @@ export class ChangelogReader {
     } finally {
       await admin.disconnect().catch(() => undefined);
     }
-    if (ends.size === 0) return toResult(latest, checkpoints);
+    if (ends.size === 0) return toResult(latest, checkpoints, boundaries);
 
     const { unfinished } = await readBounded({
       kafka: this.kafka,
@@ -108,6 +112,10 @@ export class ChangelogReader {
             }
             continue;
           }
+          if (m.key.equals(MODEL_BOUNDARY_KEY)) {
+            if (m.value !== null) boundaries.set(range.partition, m.value);
+            continue;
+          }
           const key = m.key.toString("utf8");
           // Delete first so a re-remembered id moves to the end: the restored order is then
           // last-remembered order, which the Deduplicator's size bound evicts from the front.
@@ -123,16 +131,21 @@ export class ChangelogReader {
         `changelog restore of ${topic} partitions [${unfinished.map((r) => r.partition).join(",")}] did not reach the end within ${this.timeoutMs} ms; check the broker and that no foreign producer writes the changelog`,
         { retriable: true, context: { topic } },
       );
-    return toResult(latest, checkpoints);
+    return toResult(latest, checkpoints, boundaries);
   }
 }
 
 function toResult(
   latest: Map<number, Map<string, ChangelogRecord>>,
   checkpoints: Map<number, string>,
+  boundaries: Map<number, Buffer>,
 ): Map<number, RestoredPartition> {
   const out = new Map<number, RestoredPartition>();
   for (const [p, store] of latest)
-    out.set(p, { entries: [...store.values()], nextOffset: checkpoints.get(p) });
+    out.set(p, {
+      entries: [...store.values()],
+      nextOffset: checkpoints.get(p),
+      ...(boundaries.has(p) ? { modelBoundary: boundaries.get(p) } : {}),
+    });
   return out;
 }

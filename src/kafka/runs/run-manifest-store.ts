@@ -5,8 +5,8 @@ import {
   RUN_COST_KEY_PREFIX,
   type RunCostShare,
 } from "../../contracts/run-cost-share.js";
-import { SluiceError } from "../../sluice-error.js";
 import { withAdmin } from "../client/admin-session.js";
+import { ensureCompactedTopic } from "../client/topic-admin.js";
 import { readKafkaRanges } from "../read/kafka-range-reader.js";
 
 /**
@@ -41,29 +41,12 @@ export class RunManifestStore {
 
   /** Creates the runs topic (1 partition, cleanup.policy=compact) if it does not exist. */
   async ensureTopic(): Promise<void> {
-    await withAdmin(this.opts.kafka, async (admin) => {
-      if ((await admin.listTopics()).includes(this.opts.topic)) return;
-      try {
-        await admin.createTopics({
-          waitForLeaders: true,
-          topics: [
-            {
-              topic: this.opts.topic,
-              numPartitions: 1,
-              replicationFactor: this.opts.replicationFactor,
-              configEntries: [{ name: "cleanup.policy", value: "compact" }],
-            },
-          ],
-        });
-      } catch (cause) {
-        if ((await admin.listTopics()).includes(this.opts.topic)) return; // created concurrently
-        throw new SluiceError(
-          "BROKER_UNAVAILABLE",
-          `cannot create the runs topic ${this.opts.topic} (topics.runs): ${(cause as Error).message}`,
-          { cause, retriable: true, context: { topic: this.opts.topic } },
-        );
-      }
-    });
+    await ensureCompactedTopic(
+      this.opts.kafka,
+      this.opts.topic,
+      this.opts.replicationFactor,
+      `the runs topic ${this.opts.topic} (topics.runs)`,
+    );
   }
 
   /** The run's last committed manifest, or null when the run (or the runs topic) does not exist. */

@@ -6,8 +6,8 @@ const brief = (entries: AclEntry[]) =>
   entries.map((e) => `${e.operation} ${e.resourceType}${e.patternType === "PREFIXED" ? "*" : ""} ${e.name}`);
 
 describe("aclPlan", () => {
-  it("knows serve, status, batch and backfill", () => {
-    expect(ACL_COMMANDS).toEqual(["serve", "status", "batch", "backfill"]);
+  it("knows serve, status, batch, backfill and model", () => {
+    expect(ACL_COMMANDS).toEqual(["serve", "status", "batch", "backfill", "model"]);
   });
 
   it("serve with a backfill lane reads the backfill topic and its changelog, and writes backfillResults", () => {

@@ -16,7 +16,7 @@ import {
   type RunManifest,
   withChunk,
 } from "../../../src/backfill/run-manifest.js";
-import { RUN_ID_HEADER } from "../../../src/contracts/lane.js";
+import { MODEL_VERSION_HEADER, RUN_ID_HEADER } from "../../../src/contracts/lane.js";
 import { isSluiceError } from "../../../src/sluice-error.js";
 import { defaultFileSource } from "../../support/batch-defaults.js";
 
@@ -116,6 +116,34 @@ describe("BackfillSubmission", () => {
     expect(m.input).toMatchObject({ kind: "file", rows: 29 });
     expect(m.partitions.reduce((n, p) => n + p.records, 0)).toBe(25);
     expect(m.transactions).toBe(log.commits);
+  });
+
+  it("a candidate run (--model candidate) puts its version on every row; resuming with the other model is refused", async () => {
+    const log: Log = { records: [], manifest: null, commits: 0 };
+    const candidateRun = { ...run, model: { ...run.model, role: "candidate" as const } };
+    const go = (r: typeof run) =>
+      new BackfillSubmission({
+        source: defaultFileSource(input),
+        writer: fakeWriter(log, 2),
+        run: r,
+        codec: "json",
+        chunkRows: 4,
+        maxRecordBytes: 200,
+        submittedIds: async () => log.records.map((x) => x.id),
+      }).run();
+    await expect(go(candidateRun)).rejects.toThrow();
+    expect(log.records.length).toBeGreaterThan(0);
+    expect(log.records.every((x) => x.headers[MODEL_VERSION_HEADER] === "abcdefabcdef")).toBe(true);
+    expect(log.manifest?.model.role).toBe("candidate");
+    await expect(go(run)).rejects.toThrow(/--model candidate, not serving/);
+    const other = { ...candidateRun, model: { ...candidateRun.model, expectedVersion: "999999999999" } };
+    await expect(go(other)).rejects.toThrow(/candidate version abcdefabcdef/);
+  });
+
+  it("a serving run's rows carry no model version (they get the version online answers with)", async () => {
+    const log: Log = { records: [], manifest: null, commits: 0 };
+    await submit(log);
+    expect(log.records.some((x) => MODEL_VERSION_HEADER in x.headers)).toBe(false);
   });
 
   it("records a row the writer's broker refuses as too large alone as invalid, and the rest as submitted", async () => {

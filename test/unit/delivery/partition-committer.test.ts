@@ -295,3 +295,71 @@ describe("PartitionCommitter: commits yield to the SLO guard (commitShare)", () 
     expect(publisher.units.flatMap(keysOf)).toEqual(["r0", "r1", "r2", "r3"]);
   });
 });
+
+describe("PartitionCommitter: attached units (a model switch boundary)", () => {
+  const boundary = (atOffset: string, onCommitted: () => void = () => {}) => ({
+    outputs: [{ topic: "control", key: `boundary@${atOffset}`, value: "b" }],
+    bookkeeping: [{ topic: "changelog", partition: 0, key: "boundary", value: "b" }],
+    atOffset,
+    onCommitted,
+  });
+
+  it("rides with the first transaction whose offset reaches the boundary, never an earlier one", async () => {
+    const h = setup();
+    let committed = 0;
+    for (const o of ["10", "11", "12"]) h.committer.track(o);
+    // Records 10 and 11 were taken before the switch; 12 is the first at the boundary.
+    h.committer.attach(boundary("12", () => committed++));
+    h.committer.complete("10", completion("a"));
+    h.committer.complete("11", completion("b"));
+    await settle();
+    h.clock.advance(100);
+    await settle();
+    expect(h.publisher.units.map(keysOf)).toEqual([["a", "b", "boundary@12"]]);
+    expect(h.publisher.units[0]?.nextOffset).toBe("12");
+    // nextOffset 12 covers everything below the boundary: the boundary goes with it.
+    expect(h.publisher.units[0]?.bookkeeping.map((m) => String(m.key))).toContain("boundary");
+    expect(committed).toBe(1);
+    h.committer.complete("12", completion("c"));
+    h.clock.advance(100);
+    await settle();
+    expect(h.publisher.units.map(keysOf)).toEqual([["a", "b", "boundary@12"], ["c"]]);
+  });
+
+  it("waits for the records below the boundary when they are not complete yet", async () => {
+    const h = setup();
+    for (const o of ["5", "6"]) h.committer.track(o);
+    h.committer.attach(boundary("7"));
+    h.committer.complete("5", completion("a"));
+    h.clock.advance(100);
+    await settle();
+    // Offset 6 commits only with 6's outputs: the boundary (7) does not ride below it.
+    expect(h.publisher.units.map(keysOf)).toEqual([["a"]]);
+    h.committer.complete("6", completion("b"));
+    h.clock.advance(100);
+    await settle();
+    expect(h.publisher.units.map(keysOf)).toEqual([["a"], ["b", "boundary@7"]]);
+    expect(h.publisher.units[1]?.nextOffset).toBe("7");
+  });
+
+  it("goes alone, at its offset, when nothing is tracked (an idle partition switches too)", async () => {
+    const h = setup({ offsetCheckpoint: { topic: "changelog", partition: 0 } });
+    let committed = 0;
+    h.committer.attach(boundary("42", () => committed++));
+    await settle();
+    expect(h.publisher.units.map(keysOf)).toEqual([["boundary@42"]]);
+    expect(h.publisher.units[0]?.nextOffset).toBe("42");
+    expect(h.publisher.units[0]?.bookkeeping.map((m) => m.value)).toContain("42"); // the checkpoint
+    expect(committed).toBe(1);
+  });
+
+  it("a failed transaction keeps it for nobody: the committer is dead and the boundary never reported", async () => {
+    const fail = new FakePublisher(() => new SluiceError("TRANSACTION_FAILED", "broker (fake)"));
+    const h = setup({}, fail);
+    let committed = 0;
+    h.committer.attach(boundary("3", () => committed++));
+    await settle();
+    expect(committed).toBe(0);
+    expect(h.failures.map((e) => e.code)).toEqual(["TRANSACTION_FAILED"]);
+  });
+});

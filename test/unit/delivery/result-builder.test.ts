@@ -39,6 +39,8 @@ describe("result builder", () => {
         code: (outcome as { code: string }).code,
         message: (outcome as { message: string }).message,
         stage: "model",
+        // The version that failed it (docs/model-upgrades.md, "Versions").
+        context: { "model-version": ctx.model.version },
       });
     }
   });

@@ -163,7 +163,7 @@ describe("SluiceMetrics fed by events, scraped over HTTP", () => {
     expect(labelKeys("sluice_fallbacks_total")).toEqual(new Set(["reason"]));
     expect(labelKeys("sluice_transactions_total")).toEqual(new Set(["outcome"]));
     expect(labelKeys("sluice_expired_total")).toEqual(new Set([""]));
-    expect(labelKeys("sluice_model_info")).toEqual(new Set(["name,task,version"]));
+    expect(labelKeys("sluice_model_info")).toEqual(new Set(["name,role,task,version"]));
     expect(labelKeys("sluice_end_to_end_latency_seconds_count")).toEqual(new Set(["lane,status"]));
     expect(labelKeys("sluice_queue_wait_seconds_count")).toEqual(new Set(["lane"]));
     expect(labelKeys("sluice_model_cpu_seconds_total")).toEqual(new Set(["lane"]));
@@ -203,7 +203,12 @@ describe("SluiceMetrics fed by events, scraped over HTTP", () => {
     expect(one("sluice_transactions_total", { outcome: "committed" })).toBe(1);
     expect(one("sluice_transactions_total", { outcome: "aborted" })).toBe(1);
     expect(
-      one("sluice_model_info", { name: "bge-small-en-v1.5-q", version: "abc123def456", task: "embedding" }),
+      one("sluice_model_info", {
+        name: "bge-small-en-v1.5-q",
+        version: "abc123def456",
+        task: "embedding",
+        role: "serving",
+      }),
     ).toBe(1);
 
     // Default process metrics and event-loop delay are there too.
