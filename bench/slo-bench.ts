@@ -28,17 +28,32 @@
  *   smoke: BENCH_SLO_INSTANCES=1 BENCH_SLO_RATES=5 BENCH_SLO_REPEATS=1 BENCH_SLO_ALONE_SECONDS=4 \
  *          BENCH_SLO_ROWS=60 BENCH_SLO_OUTPUT=- npm run bench:slo
  */
-import { type ChildProcess, spawn } from "node:child_process";
-import { createWriteStream, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { Kafka, logLevel, type Producer } from "kafkajs";
-import { encodeRequest } from "../src/contracts/request-codec.js";
+import { join } from "node:path";
+import { Kafka, logLevel } from "kafkajs";
 import { fixAbortedTransactionOrder } from "../src/kafka/protocol/aborted-transaction-order.js";
 import { benchBroker } from "./bench-broker.js";
 import { loadParagraphs } from "./corpus.js";
 import { machineDescription, percentile, writeBenchmarkSection } from "./report.js";
+import {
+  benchConfigYaml,
+  benchReader,
+  createBenchTopics,
+  envNumber,
+  log,
+  median,
+  p50,
+  p99,
+  rate,
+  runTag,
+  sendOpenLoop,
+  sleep,
+  startServing,
+  stopServing,
+  submit,
+  warmUp,
+} from "./serve-harness.js";
 
 process.env.KAFKAJS_NO_PARTITIONER_WARNING ??= "1";
 const list = (name: string, fallback: string) =>
@@ -46,7 +61,7 @@ const list = (name: string, fallback: string) =>
     .split(",")
     .map((s) => s.trim())
     .filter((s) => s !== "");
-const num = (name: string, fallback: number) => Number(process.env[name] ?? fallback);
+const num = envNumber;
 const INSTANCES = list("BENCH_SLO_INSTANCES", "1,2").map(Number);
 const RATES = list("BENCH_SLO_RATES", "5,10").map(Number);
 const REPEATS = num("BENCH_SLO_REPEATS", 5);
@@ -70,264 +85,6 @@ for (const v of VARIANTS)
     throw new Error(`BENCH_SLO_VARIANTS: unknown ${v}; use ${Object.keys(VARIANT_SETTINGS).join(", ")}`);
 const OUTPUT = process.env.BENCH_SLO_OUTPUT ?? "";
 const PARTITIONS = 4;
-
-/** The repository root, from bench/ (tsx) or dist/bench/ (built). */
-const ROOT = (() => {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (let i = 0; i < 4; i++) {
-    try {
-      if (JSON.parse(readFileSync(join(dir, "package.json"), "utf8")).name === "sluice") return dir;
-    } catch {
-      // not here
-    }
-    dir = dirname(dir);
-  }
-  return process.cwd();
-})();
-const SLUICE = join(ROOT, "bin", "sluice.js");
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-const log = (s: string) => process.stderr.write(`${new Date().toISOString().slice(11, 19)} ${s}\n`);
-const runTag = Date.now().toString(36);
-
-/** One result as the reader saw it: arrival (epoch ms), broker append time, the result's own timing. */
-interface Arrival {
-  arrivedMs: number;
-  appendedMs: number;
-  count: number;
-  /** completedAt − requestTimestamp − queueMs − inferenceMs: fetch, decode, dedup until enqueue. */
-  intakeMs: number;
-  queueMs: number;
-  inferenceMs: number;
-  /** arrival − completedAt: waiting for the transaction, the commit, the reader's fetch. */
-  commitMs: number;
-}
-
-/**
- * Results as read_committed readers see them: arrival (epoch ms), broker append time, count. One
- * consumer per topic, as users read them: an online subscriber reads the results topic only, so its
- * fetches never wait behind backfill results (~1 MB/s of embeddings beside a backfill). Backfill
- * results are only counted (their id is the key), not parsed.
- */
-class ResultReader {
-  readonly seen = new Map<string, Arrival>();
-  private readonly consumers;
-  constructor(
-    kafka: Kafka,
-    private readonly topics: { topic: string; timing: boolean }[],
-  ) {
-    this.consumers = topics.map(() =>
-      kafka.consumer({
-        groupId: `slo-reader-${runTag}-${Math.random().toString(36).slice(2, 8)}`,
-        readUncommitted: false,
-        maxWaitTimeInMs: 20,
-      }),
-    );
-  }
-  async start(): Promise<void> {
-    for (const [i, consumer] of this.consumers.entries()) {
-      const { topic, timing } = this.topics[i] as { topic: string; timing: boolean };
-      await consumer.connect();
-      await consumer.subscribe({ topic, fromBeginning: true });
-      await consumer.run({
-        autoCommit: false,
-        eachBatch: async ({ batch }) => {
-          const at = Date.now();
-          for (const m of batch.messages) {
-            const id = m.key?.toString();
-            if (!id || !m.value) continue;
-            const prior = this.seen.get(id);
-            if (prior) {
-              prior.count++;
-              continue;
-            }
-            this.seen.set(id, timing ? arrival(at, m.value) : { ...NO_TIMING, arrivedMs: at });
-          }
-        },
-      });
-    }
-  }
-  count(prefix: string): number {
-    let n = 0;
-    for (const k of this.seen.keys()) if (k.startsWith(prefix)) n++;
-    return n;
-  }
-  async waitFor(prefix: string, n: number, timeoutMs: number): Promise<boolean> {
-    const until = Date.now() + timeoutMs;
-    while (this.count(prefix) < n) {
-      if (Date.now() > until) return false;
-      await sleep(50);
-    }
-    return true;
-  }
-  entries(prefix: string) {
-    return [...this.seen].filter(([k]) => k.startsWith(prefix)).map(([, v]) => v);
-  }
-  async stop(): Promise<void> {
-    await Promise.all(this.consumers.map((c) => c.disconnect()));
-  }
-}
-
-const NO_TIMING: Arrival = {
-  arrivedMs: 0,
-  appendedMs: Number.NaN,
-  count: 1,
-  intakeMs: Number.NaN,
-  queueMs: Number.NaN,
-  inferenceMs: Number.NaN,
-  commitMs: Number.NaN,
-};
-
-/** An online result's arrival with the parts of its latency, from the result's own `timing`. */
-function arrival(at: number, value: Buffer): Arrival {
-  let t: { requestTimestamp?: number; queueMs?: number; inferenceMs?: number; completedAt?: number } = {};
-  try {
-    t = JSON.parse(value.toString()).timing ?? {};
-  } catch {
-    // not a JSON result
-  }
-  const appendedMs = Number(t.requestTimestamp);
-  const queueMs = Number(t.queueMs);
-  const inferenceMs = Number(t.inferenceMs);
-  const completedAt = Number(t.completedAt);
-  return {
-    arrivedMs: at,
-    appendedMs,
-    count: 1,
-    intakeMs: completedAt - appendedMs - queueMs - inferenceMs,
-    queueMs,
-    inferenceMs,
-    commitMs: at - completedAt,
-  };
-}
-
-/** Open-loop constant-rate sends of paragraphs until `stop()` says so or `maxSeconds` pass. */
-async function sendOpenLoop(o: {
-  producer: Producer;
-  topic: string;
-  rate: number;
-  prefix: string;
-  texts: string[];
-  maxSeconds: number;
-  stop?: () => boolean;
-}): Promise<number> {
-  const t0 = performance.now();
-  let next = 0;
-  const sends: Promise<unknown>[] = [];
-  while ((performance.now() - t0) / 1000 < o.maxSeconds && !(o.stop?.() ?? false)) {
-    const due: { key: string; value: Buffer; headers: Record<string, string> }[] = [];
-    const elapsed = performance.now() - t0;
-    while ((next * 1000) / o.rate <= elapsed) {
-      const id = `${o.prefix}${next}`;
-      due.push({ key: id, ...encodeRequest({ id, text: o.texts[next % o.texts.length] as string }, "json") });
-      next++;
-    }
-    if (due.length > 0) sends.push(o.producer.send({ topic: o.topic, messages: due }));
-    await sleep(Math.max(1, (next * 1000) / o.rate - (performance.now() - t0)));
-  }
-  await Promise.all(sends);
-  return next;
-}
-
-function p99(values: number[]): number {
-  const sorted = values.filter(Number.isFinite).sort((a, b) => a - b);
-  return percentile(sorted, 99);
-}
-function p50(values: number[]): number {
-  const sorted = values.filter(Number.isFinite).sort((a, b) => a - b);
-  return percentile(sorted, 50);
-}
-const median = (xs: number[]) => p50(xs);
-
-/** Rows per second between the 10 % and the 90 % arrival. */
-function rate(arrivals: number[]): number {
-  const sorted = [...arrivals].sort((a, b) => a - b);
-  if (sorted.length < 10) return Number.NaN;
-  const lo = sorted[Math.floor(sorted.length * 0.1)] as number;
-  const hi = sorted[Math.floor(sorted.length * 0.9)] as number;
-  return hi > lo
-    ? ((Math.floor(sorted.length * 0.9) - Math.floor(sorted.length * 0.1)) * 1000) / (hi - lo)
-    : Number.NaN;
-}
-
-interface Serving {
-  procs: ChildProcess[];
-  logs: string[];
-  ports: number[];
-}
-
-async function startServing(configPath: string, n: number, guard: boolean, dir: string): Promise<Serving> {
-  const procs: ChildProcess[] = [];
-  const logs: string[] = [];
-  const ports: number[] = [];
-  for (let i = 0; i < n; i++) {
-    const port = 19_600 + Math.floor(Math.random() * 300) + i * 317;
-    const logPath = join(dir, `serve-${i}.log`);
-    const out = createWriteStream(logPath);
-    const child = spawn(process.execPath, [SLUICE, "--config", configPath, "serve"], {
-      cwd: ROOT,
-      env: {
-        ...process.env,
-        SLUICE_OBSERVABILITY__METRICS_PORT: String(port),
-        SLUICE_OBSERVABILITY__INSTANCE_ID: `slo-${i}`,
-        SLUICE_LANES__GUARD: guard ? "true" : "false",
-      },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    child.stdout?.pipe(out);
-    child.stderr?.pipe(out);
-    procs.push(child);
-    logs.push(logPath);
-    ports.push(port);
-  }
-  const until = Date.now() + 180_000;
-  for (const port of ports) {
-    for (;;) {
-      if (Date.now() > until)
-        throw new Error(`serve on port ${port} not ready in 180 s (logs: ${logs.join(", ")})`);
-      try {
-        const r = await fetch(`http://127.0.0.1:${port}/readyz`);
-        if (r.ok) break;
-      } catch {
-        // not listening yet
-      }
-      await sleep(500);
-    }
-  }
-  return { procs, logs, ports };
-}
-
-async function stopServing(s: Serving): Promise<void> {
-  await Promise.all(
-    s.procs.map(
-      (p) =>
-        new Promise<void>((done) => {
-          if (p.exitCode !== null) return done();
-          p.once("exit", () => done());
-          p.kill("SIGTERM");
-          setTimeout(() => p.kill("SIGKILL"), 30_000).unref();
-        }),
-    ),
-  );
-}
-
-function submit(configPath: string, file: string, runId: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(
-      process.execPath,
-      [SLUICE, "--config", configPath, "backfill", "submit", "--input", file, "--run-id", runId],
-      { cwd: ROOT, stdio: ["ignore", "ignore", "pipe"] },
-    );
-    let err = "";
-    child.stderr?.on("data", (d) => {
-      err += d;
-    });
-    child.once("exit", (code) =>
-      code === 0
-        ? resolve()
-        : reject(new Error(`backfill submit ${runId} exited ${code}: ${err.slice(-500)}`)),
-    );
-  });
-}
 
 interface RunRow {
   variant: string;
@@ -366,57 +123,19 @@ async function main(): Promise<void> {
       for (const n of INSTANCES) {
         const base = `slo-${runTag}-${mode}-${n}`;
         const requests = `${base}.requests`;
-        const results = `${base}.results`;
-        const backfillResults = `${base}.bresults`;
-        await admin.createTopics({
-          waitForLeaders: true,
-          topics: [
-            {
-              topic: requests,
-              numPartitions: PARTITIONS,
-              configEntries: [{ name: "message.timestamp.type", value: "LogAppendTime" }],
-            },
-            { topic: `${base}.backfill`, numPartitions: PARTITIONS },
-          ],
-        });
+        const _results = `${base}.results`;
+        const _backfillResults = `${base}.bresults`;
+        await createBenchTopics(admin, base, PARTITIONS);
         const configPath = join(dir, `${base}.yaml`);
         writeFileSync(
           configPath,
-          [
-            "kafka:",
-            `  brokers: [${broker.brokers.map((b) => JSON.stringify(b)).join(", ")}]`,
-            "topics:",
-            `  requests: [${requests}]`,
-            `  backfill: [${base}.backfill]`,
-            `  results: ${results}`,
-            `  backfillResults: ${backfillResults}`,
-            `  deadLetters: ${base}.dlq`,
-            `  dedupChangelog: ${base}.dedup`,
-            `  runs: ${base}.runs`,
-            "consumer:",
-            `  groupId: ${base}`,
-            "model:",
-            `  backfillWorkers: ${variant.backfillWorkers}`,
-            "",
-          ].join("\n"),
+          benchConfigYaml(broker.brokers, base, ["model:", `  backfillWorkers: ${variant.backfillWorkers}`]),
         );
         log(`${mode} (${variant.label}), ${n} instance(s): starting sluice serve`);
         const serving = await startServing(configPath, n, variant.guard, dir);
-        const reader = new ResultReader(kafka, [
-          { topic: results, timing: true },
-          { topic: backfillResults, timing: false },
-        ]);
-        await reader.start();
+        const reader = await benchReader(kafka, base);
         try {
-          // Warm-up: the model, the producers' transactions and the reader's fetch loop.
-          await sendOpenLoop({
-            producer,
-            topic: requests,
-            rate: 5,
-            prefix: "warm-",
-            texts: onlineTexts,
-            maxSeconds: 3,
-          });
+          await warmUp(producer, base, onlineTexts);
           log(
             `warm-up: ${(await reader.waitFor("warm-", 15, 60_000)) ? "results arrive" : "NO results in 60 s"}`,
           );

@@ -7,6 +7,7 @@ import {
   type ModelDecision,
 } from "../contracts/model-control.js";
 import { createKafka } from "../kafka/client/kafka-client.js";
+import { ModelControlFeed } from "../kafka/runs/model-control-feed.js";
 import { type GroupMember, ModelControlStore } from "../kafka/runs/model-control-store.js";
 import { SluiceError } from "../sluice-error.js";
 import { configuredModelVersion, roleConfig } from "./model-versions.js";
@@ -134,7 +135,10 @@ async function decide(
   return waitForBoundaries(config, store, decision, opts);
 }
 
-/** Reads the control topic until every online partition has the decision's boundary, or the timeout. */
+/**
+ * Follows the control topic (one consumer, not a read per poll: the serve instances share the machine)
+ * until every online partition has the decision's boundary, or the timeout.
+ */
 async function waitForBoundaries(
   config: SluiceConfig,
   store: ModelControlStore,
@@ -143,22 +147,36 @@ async function waitForBoundaries(
 ): Promise<SwitchSummary> {
   const started = Date.now();
   const partitions = await store.partitionsOf(config.topics.requests);
-  for (;;) {
-    const state = await store.read(decision.groupId);
-    const boundaries = partitions.map((p) => boundaryOf(state, p, decision.seq));
-    const missing = partitions.filter((_, i) => boundaries[i] === undefined);
-    opts.onProgress?.(partitions.length - missing.length, partitions.length);
-    if (missing.length === 0)
-      return { decision, boundaries: boundaries as ModelBoundary[], waitedMs: Date.now() - started };
-    if (Date.now() - started > opts.timeoutMs) {
-      const members = await store.members(decision.groupId).catch(() => [] as GroupMember[]);
-      throw new SluiceError(
-        "MODEL_SWITCH_TIMEOUT",
-        `decision ${decision.seq} (${decision.action} to ${decision.version}) is recorded, but within ${opts.timeoutMs} ms ${missing.length} of ${partitions.length} online partitions did not switch: ${describeMissing(missing, members)}. Those members refuse online requests until they can switch (see their MODEL_VERSION_UNAVAILABLE log lines and /readyz); fix them, or run sluice model rollback`,
-        { context: { seq: String(decision.seq) } },
-      );
+  const feed = new ModelControlFeed({
+    kafka: controlKafka(config),
+    topic: config.topics.modelControl,
+    groupId: decision.groupId,
+    startTimeoutMs: opts.timeoutMs,
+  });
+  await feed.start();
+  try {
+    let reported = -1;
+    for (;;) {
+      const state = feed.state();
+      const boundaries = partitions.map((p) => boundaryOf(state, p, decision.seq));
+      const missing = partitions.filter((_, i) => boundaries[i] === undefined);
+      if (missing.length !== reported)
+        opts.onProgress?.(partitions.length - missing.length, partitions.length);
+      reported = missing.length;
+      if (missing.length === 0)
+        return { decision, boundaries: boundaries as ModelBoundary[], waitedMs: Date.now() - started };
+      if (Date.now() - started > opts.timeoutMs) {
+        const members = await store.members(decision.groupId).catch(() => [] as GroupMember[]);
+        throw new SluiceError(
+          "MODEL_SWITCH_TIMEOUT",
+          `decision ${decision.seq} (${decision.action} to ${decision.version}) is recorded, but within ${opts.timeoutMs} ms ${missing.length} of ${partitions.length} online partitions did not switch: ${describeMissing(missing, members)}. Those members refuse online requests until they can switch (see their MODEL_VERSION_UNAVAILABLE log lines and /readyz); fix them, or run sluice model rollback`,
+          { context: { seq: String(decision.seq) } },
+        );
+      }
+      await new Promise((r) => setTimeout(r, 100));
     }
-    await new Promise((r) => setTimeout(r, 500));
+  } finally {
+    await feed.stop();
   }
 }
 
@@ -211,7 +229,7 @@ function lastBoundary(
 }
 
 function boundaryOf(
-  state: ModelControlState,
+  state: Readonly<ModelControlState>,
   p: { topic: string; partition: number },
   seq: number,
 ): ModelBoundary | undefined {
@@ -226,9 +244,13 @@ async function versionOrNull(config: SluiceConfig): Promise<string | null> {
   }
 }
 
+function controlKafka(config: SluiceConfig) {
+  return createKafka(config.kafka, undefined, { clientId: `${config.kafka.clientId}-model-control` });
+}
+
 function controlStore(config: SluiceConfig): ModelControlStore {
   return new ModelControlStore({
-    kafka: createKafka(config.kafka, undefined, { clientId: `${config.kafka.clientId}-model-control` }),
+    kafka: controlKafka(config),
     topic: config.topics.modelControl,
     replicationFactor: config.topics.replicationFactor,
   });

@@ -183,7 +183,7 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
   const processor = createStreamProcessor(
     processorOptionsFromConfig(config, {
       kafka,
-      model,
+      model: models.servingPort(),
       router: modelSwitch,
       ...(models.candidate && config.candidate && config.candidate.shadowShare > 0
         ? {

@@ -5,7 +5,7 @@ import { modelStatus, promoteModel, rollbackModel } from "../app/model-control-r
 import type { SluiceConfig } from "../config/config-schema.js";
 import { envNameFor } from "../config/env-overrides.js";
 import type { ModelSettings } from "../config/model-settings.js";
-import { DEFAULT_MODEL, ensureDefaultModel } from "../model/default-model.js";
+import { BGE_SMALL_FP32_MODEL, DEFAULT_MODEL, ensureMavenModel } from "../model/default-model.js";
 import { type LoadedModel, loadModel } from "../model/model-loader.js";
 import type { ModelPort } from "../model/model-port.js";
 import {
@@ -103,8 +103,12 @@ export function register(program: Command): void {
         `${DEFAULT_MODEL.groupId}:${DEFAULT_MODEL.artifactId}:${DEFAULT_MODEL.version} into models/ (once)`,
     )
     .option("--models-dir <dir>", "cache directory (default ./models)")
-    .action(async (opts: { modelsDir?: string }) => {
-      const files = await ensureDefaultModel({
+    .option(
+      "--fp32",
+      `fetch the fp32 ${BGE_SMALL_FP32_MODEL.name} instead (${BGE_SMALL_FP32_MODEL.groupId}:${BGE_SMALL_FP32_MODEL.artifactId}), a candidate of the same family (docs/model-upgrades.md)`,
+    )
+    .action(async (opts: { modelsDir?: string; fp32?: boolean }) => {
+      const files = await ensureMavenModel(opts.fp32 ? BGE_SMALL_FP32_MODEL : DEFAULT_MODEL, {
         ...(opts.modelsDir ? { modelsDir: opts.modelsDir } : {}),
         log: (line) => process.stderr.write(`${line}\n`),
       });

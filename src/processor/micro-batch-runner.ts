@@ -78,7 +78,9 @@ export class MicroBatchRunner {
         0,
       );
     }
-    for (const group of groups) {
+    // Each model has its own workers: the calls of one batch run side by side, and each group's
+    // items complete as soon as its own call returns.
+    const runGroup = async (group: (typeof groups)[number]): Promise<void> => {
       const run = await runBatch(
         group.model,
         group.items.map((i) => modelInputOf(group.model.task, i.request)),
@@ -110,7 +112,8 @@ export class MicroBatchRunner {
             cpuMsPerItem: run.stats.cpuMs === undefined ? undefined : cpuMsPerItem,
           });
       });
-    }
+    };
+    await Promise.all(groups.map(runGroup));
     this.ctx.emit("microbatch.inferred", { lane: batch.lane, size: toRun.length, ...stats, expired, failed });
     // The request log's line (BatchLog); ids are hashed there, text never goes on the bus.
     this.ctx.emit("microbatch.completed", {

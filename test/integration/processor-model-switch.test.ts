@@ -13,7 +13,7 @@ import { ensureTopics } from "../../src/kafka/client/topic-admin.js";
 import { ModelControlFeed } from "../../src/kafka/runs/model-control-feed.js";
 import { ModelControlStore } from "../../src/kafka/runs/model-control-store.js";
 import { ModelSet } from "../../src/model/model-set.js";
-import { ModelSwitch } from "../../src/processor/model-switch.js";
+import { ModelSwitch, type VersionedModels } from "../../src/processor/model-switch.js";
 import type { StreamProcessor } from "../../src/processor/stream-processor.js";
 import { produceMessages, testBrokers, testKafka, uniqueName } from "../support/kafka-harness.js";
 import { layoutOptions, processorLayout } from "../support/processor-layout.js";
@@ -72,40 +72,7 @@ describe("model promote and rollback at recorded boundaries (real Kafka, two tin
     const a = models.serving.model.identity.version;
     const b = models.candidate?.model.identity.version as string;
 
-    const start = async (instanceId: string) => {
-      const feed = new ModelControlFeed({
-        kafka,
-        topic: controlTopic,
-        groupId: layout.groupId,
-        startTimeoutMs: 30_000,
-      });
-      await feed.start();
-      const sw = new ModelSwitch(models, {
-        groupId: layout.groupId,
-        instanceId,
-        controlTopic,
-        decision: () => feed.decision(),
-      });
-      feed.onDecision((d) => sw.onDecision(d));
-      const processor: StreamProcessor = createStreamProcessor({
-        kafka,
-        model: models.serving.model,
-        router: sw,
-        events: new SluiceEvents(),
-        ...layoutOptions(layout),
-        maxBatchSize: 8,
-        commitIntervalMs: 50,
-        sessionTimeoutMs: 6000,
-        heartbeatIntervalMs: 500,
-      });
-      await processor.start();
-      return {
-        close: async () => {
-          await processor.close();
-          await feed.stop();
-        },
-      };
-    };
+    const start = (instanceId: string) => startMember(kafka, layout, controlTopic, models, instanceId);
 
     let sent = 0;
     const send = async (n: number) => {
@@ -172,4 +139,105 @@ describe("model promote and rollback at recorded boundaries (real Kafka, two tin
       expect(new Set(here.map((r) => r.model.version))).toEqual(new Set([a, b]));
     }
   });
+
+  it("a member without the decided version refuses online with a named error, never another version", async () => {
+    const kafka = testKafka();
+    const base = uniqueName("refuse");
+    const layout = processorLayout(base, { partitions: 2 });
+    const controlTopic = `${base}.control`;
+    await ensureTopics(kafka, layout);
+    const store = new ModelControlStore({ kafka, topic: controlTopic, replicationFactor: 1 });
+    await store.ensureTopic();
+    const a = models.serving.model.identity.version;
+    const b = models.candidate?.model.identity.version as string;
+    // The group decided for the candidate before this member starts; it has only the serving model.
+    await store.writeDecision({
+      kind: "sluice.model-decision",
+      groupId: layout.groupId,
+      seq: 1,
+      action: "promote",
+      version: b,
+      previousVersion: a,
+      decidedAt: new Date().toISOString(),
+    });
+    const onlyServing = {
+      serving: models.serving,
+      byVersion: (v: string) => (v === a ? models.serving.model : undefined),
+      versions: () => [a],
+    };
+    const lacking = await startMember(kafka, layout, controlTopic, onlyServing, "lacking");
+    const processor = lacking.processor;
+    const ids = Array.from({ length: 20 }, (_, i) => `x-${i}`);
+    await produceMessages(
+      layout.requests[0] as string,
+      ids.map((id) => ({ key: id, ...encodeRequest({ id, text: "the cat" }, "json") })),
+      { kafka },
+    );
+    let readiness = processor.readiness();
+    for (let i = 0; i < 100 && !/MODEL_VERSION_UNAVAILABLE/.test(readiness.reason ?? ""); i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      readiness = processor.readiness();
+    }
+    expect(readiness.ready).toBe(false);
+    expect(readiness.reason).toMatch(new RegExp(`MODEL_VERSION_UNAVAILABLE: .*${b}.*candidate\\.path`));
+    // Nothing answered: not by the serving model, not at all.
+    expect(await readCommitted(layout.results, { expected: 0, settleMs: 1500 })).toHaveLength(0);
+    await lacking.close();
+    // A member that has the candidate takes over and answers every request once, with it.
+    const full = await startMember(kafka, layout, controlTopic, models, "full");
+    const results = decodeResults(
+      await readCommitted(layout.results, { expected: ids.length, settleMs: 1000 }),
+    );
+    await full.close();
+    expect(results.map((r) => r.id).sort()).toEqual([...ids].sort());
+    expect(new Set(results.map((r) => r.model.version))).toEqual(new Set([b]));
+    const state = await store.read(layout.groupId);
+    for (let p = 0; p < 2; p++)
+      expect(state.boundaries.get(`${layout.requests[0]}:${p}`)?.map((x) => [x.seq, x.instanceId])).toEqual([
+        [1, "full"],
+      ]);
+  });
 });
+
+/** One member of the group in this process: its control feed, its switch and its processor, started. */
+async function startMember(
+  kafka: ReturnType<typeof testKafka>,
+  layout: ReturnType<typeof processorLayout>,
+  controlTopic: string,
+  models: VersionedModels,
+  instanceId: string,
+): Promise<{ processor: StreamProcessor; close(): Promise<void> }> {
+  const feed = new ModelControlFeed({
+    kafka,
+    topic: controlTopic,
+    groupId: layout.groupId,
+    startTimeoutMs: 30_000,
+  });
+  await feed.start();
+  const sw = new ModelSwitch(models, {
+    groupId: layout.groupId,
+    instanceId,
+    controlTopic,
+    decision: () => feed.decision(),
+  });
+  feed.onDecision((d) => sw.onDecision(d));
+  const processor = createStreamProcessor({
+    kafka,
+    model: models.serving.model,
+    router: sw,
+    events: new SluiceEvents(),
+    ...layoutOptions(layout),
+    maxBatchSize: 8,
+    commitIntervalMs: 50,
+    sessionTimeoutMs: 6000,
+    heartbeatIntervalMs: 500,
+  });
+  await processor.start();
+  return {
+    processor,
+    close: async () => {
+      await processor.close();
+      await feed.stop();
+    },
+  };
+}

@@ -113,6 +113,10 @@ describe("serve without one of the ACLs sluice acls prints", () => {
         `WRITE TOPIC ${base}.results`,
         `WRITE TOPIC ${base}.dlq`,
         `WRITE TOPIC ${base}.freshness`,
+        // The model control topic (docs/model-upgrades.md): serve runs without these until a promote.
+        "READ TOPIC sluice.model-control",
+        "WRITE TOPIC sluice.model-control",
+        "READ GROUP prefix sluice-model-control-",
         `READ GROUP ${base}-group`,
         "READ GROUP prefix sluice-restore-",
         "READ GROUP prefix sluice-timestamp-probe-",

@@ -28,7 +28,7 @@ export interface ModelControlFeedOptions {
  * decision. `onDecision` hears each newer decision after that.
  */
 export class ModelControlFeed {
-  private readonly state: ModelControlState = emptyModelControl();
+  readonly #view: ModelControlState = emptyModelControl();
   private consumer: Consumer | undefined;
   private listener: ((d: ModelDecision) => void) | undefined;
   private known = 0;
@@ -39,7 +39,12 @@ export class ModelControlFeed {
 
   /** The group's last decision read so far; undefined = it never decided. */
   decision(): ModelDecision | undefined {
-    return lastDecision(this.state);
+    return lastDecision(this.#view);
+  }
+
+  /** Everything read so far (decisions and boundaries of the group); a live view, not a copy. */
+  state(): Readonly<ModelControlState> {
+    return this.#view;
   }
 
   onDecision(listener: (d: ModelDecision) => void): void {
@@ -108,8 +113,8 @@ export class ModelControlFeed {
     await consumer.run({
       autoCommit: false,
       eachMessage: async ({ message }) => {
-        foldModelControl(this.state, this.opts.groupId, message.value);
-        const last = lastDecision(this.state);
+        foldModelControl(this.#view, this.opts.groupId, message.value);
+        const last = lastDecision(this.#view);
         if (last && last.seq > this.known) {
           this.known = last.seq;
           if (pending.size === 0) this.listener?.(last);

@@ -100,3 +100,28 @@ describe("ModelSet", () => {
     }
   });
 });
+
+describe("ModelSet.servingPort", () => {
+  it("is the serving model for the processor, and the SLO guard's backfill limits reach every model", async () => {
+    const limited: string[] = [];
+    const fake = (version: string) =>
+      ({
+        identity: { name: version, version },
+        task: "embedding",
+        countTokens: () => 3,
+        run: async () => ({ outcomes: [], stats: { inferenceMs: 0, realTokens: 0, paddedTokens: 0 } }),
+        limitBackfill: () => limited.push(version),
+        close: async () => {},
+      }) as never;
+    const cost = { rssMiB: 0, loadMs: 0 };
+    const set = new ModelSet(
+      { role: "serving", model: fake("s"), cost },
+      { role: "candidate", model: fake("c"), cost },
+    );
+    const port = set.servingPort();
+    expect(port.identity.version).toBe("s");
+    expect(port.countTokens("x")).toBe(3);
+    port.limitBackfill?.({ workerShare: 0.5, workerDepth: 1, sliceShare: 1 });
+    expect(limited).toEqual(["s", "c"]);
+  });
+});
