@@ -1,6 +1,6 @@
 import type { ModelSettings } from "../config/model-settings.js";
 import { type LoadedModel, loadModel } from "./model-loader.js";
-import type { BackfillModelLimits, ModelPort } from "./model-port.js";
+import type { ModelPort } from "./model-port.js";
 
 /**
  * The roles a loaded model can have in one instance (docs/model-upgrades.md): `serving` is the
@@ -102,7 +102,7 @@ export class ModelSet {
       ...(s.workers === undefined ? {} : { workers: s.workers }),
       countTokens: (text) => s.countTokens(text),
       run: (texts, options) => s.run(texts, options),
-      limitBackfill: (limits: BackfillModelLimits) => {
+      limitBackfill: (limits: Parameters<NonNullable<ModelPort["limitBackfill"]>>[0]) => {
         for (const m of all) m.limitBackfill?.(limits);
       },
       close: () => s.close(),

@@ -2,6 +2,7 @@ import type { Lane } from "../contracts/lane.js";
 import type { TopicPartition } from "../contracts/topic-partition.js";
 import type { SluiceEvents } from "../events/sluice-events.js";
 import { LaneBackpressure, type LaneCounts } from "./lane-backpressure.js";
+import type { SwitchPartitions } from "./model-router.js";
 import type { PartitionTask } from "./partition-task.js";
 import type { RecordSource } from "./processor-ports.js";
 import type { ProcessorLog } from "./stream-processor-options.js";
@@ -31,6 +32,26 @@ export class LaneFlowControl {
     hasBackfill: boolean,
   ) {
     this.backpressure = new LaneBackpressure(maxQueuedRecords, hasBackfill);
+  }
+
+  /**
+   * A partition that was held (restoring, or a writer schema not yet fetched) fetches again, unless
+   * its lane is paused, the processor stops, or `hold` (a model switch holds an online partition
+   * until its member has the decided version).
+   */
+  resumeUnlessHeld(tp: TopicPartition, lane: Lane, hold: boolean): void {
+    if (!hold && !this.pausesLane(lane) && !this.ctx.isStopping()) this.resume([tp]);
+  }
+
+  /** The pause and resume a model switch uses on online partitions (`ModelRouter.bind`). */
+  switchPartitions(): SwitchPartitions {
+    return {
+      running: () => [...this.ctx.tasks()].filter((t) => t.running && t.lane === "online"),
+      pause: (tp) => this.pause([tp]),
+      resume: (tp) => {
+        if (!this.pausesLane("online") && !this.ctx.isStopping()) this.resume([tp]);
+      },
+    };
   }
 
   /** `lane`'s partitions are paused (by the queue bound or, for backfill, by the guard). */

@@ -16,6 +16,7 @@ import type { ModelRouter } from "./model-router.js";
 import type { PartitionRestorer, RestoreContext } from "./partition-restorer.js";
 import { PartitionTask } from "./partition-task.js";
 import type { CommitterFactory, FetchedRecord, RecordSource, TaskCommitter } from "./processor-ports.js";
+import { type ProcessorReadiness, processorReadiness } from "./processor-readiness.js";
 import { RequestIntake, type WorkItem } from "./request-intake.js";
 import type { ShadowScorer } from "./shadow-scorer.js";
 import { ShutdownBudget } from "./shutdown-budget.js";
@@ -44,11 +45,6 @@ export interface StreamProcessorDeps {
   fallback?: FallbackPolicy;
   /** Checked before the consumer starts: the topics the committers write exist (a TOPIC_MISSING stops start()). */
   outputsReady?: () => Promise<void>;
-}
-
-export interface ProcessorReadiness {
-  ready: boolean;
-  reason?: string;
 }
 
 /**
@@ -102,9 +98,7 @@ export class StreamProcessor {
       log: deps.log,
       retryInitialMs: settings.schemaRetryInitialMs,
       retryMaxMs: settings.schemaRetryMaxMs,
-      resume: (task) => {
-        if (!this.flow.pausesLane(task.lane) && !this.stopping && task.running) this.flow.resume([task.tp]);
-      },
+      resume: (task) => task.running && this.flow.resumeUnlessHeld(task.tp, task.lane, false),
     });
     this.intake = new RequestIntake({
       decoder,
@@ -164,7 +158,7 @@ export class StreamProcessor {
         const hold =
           task.lane === "online" &&
           this.deps.router?.onRestored?.(task, info.offset, info.modelBoundary) === "hold";
-        if (!hold && !this.flow.pausesLane(task.lane) && !this.stopping) this.deps.source.resume([task.tp]);
+        this.flow.resumeUnlessHeld(task.tp, task.lane, hold);
         this.emit("partitions.restored", {
           ...task.tp,
           dedupEntries: info.dedupEntries,
@@ -173,13 +167,7 @@ export class StreamProcessor {
         this.deps.log.info({ ...task.tp, ...info }, "partition restored");
       },
     };
-    this.deps.router?.bind?.({
-      running: () => [...this.tasks.values()].filter((t) => t.running && t.lane === "online"),
-      pause: (tp) => this.flow.pause([tp]),
-      resume: (tp) => {
-        if (!this.flow.pausesLane("online") && !this.stopping) this.flow.resume([tp]);
-      },
-    });
+    this.deps.router?.bind?.(this.flow.switchPartitions());
   }
 
   /** Called once if the processor cannot continue (the consumer died for good). */
@@ -211,18 +199,14 @@ export class StreamProcessor {
     );
   }
 
-  /** Ready = started, not stopping, has partitions and all of them are restored. */
+  /** Ready = started, not stopping, has partitions, all of them restored, and no model refused. */
   readiness(): ProcessorReadiness {
-    if (!this.started || this.stopping)
-      return { ready: false, reason: this.stopping ? "stopping" : "not started" };
-    if (this.tasks.size === 0) return { ready: false, reason: "no partitions assigned" };
-    const restoring = [...this.tasks.values()]
-      .filter((t) => !t.running)
-      .map((t) => `${t.tp.topic}:${t.tp.partition}`);
-    if (restoring.length > 0) return { ready: false, reason: `restoring ${restoring.join(", ")}` };
-    const refused = this.deps.router?.refusals?.() ?? [];
-    if (refused.length > 0) return { ready: false, reason: refused.map((r) => r.message).join("; ") };
-    return { ready: true };
+    return processorReadiness({
+      started: this.started,
+      stopping: this.stopping,
+      tasks: [...this.tasks.values()],
+      refusals: this.deps.router?.refusals?.() ?? [],
+    });
   }
 
   /** Currently assigned partitions and their state (for status output and tests). */
