@@ -14,20 +14,30 @@
  * Each run gets fresh output topics and a fresh consumer group / application id, so each side reads the
  * whole backlog from its start. Per run: the sustained rate from the first to the last result a
  * read_committed reader sees (the Java client's, bench/kafka-streams/…/ResultCounter.java), the process's
- * CPU-seconds (/proc/<pid>/stat utime + stime, sampled every 50 ms) and exactly-once (every request id
- * exactly once among the committed results). Measures, never asserts a timing. Writes its section of
+ * CPU-seconds (/proc/<pid>/stat utime + stime, sampled every 50 ms; the broker's and the reader's too)
+ * and exactly-once (every request id exactly once among the committed results). Measures, never asserts a timing. Writes its section of
  * BENCHMARKS.md between the bench:ceiling markers.
  *
  *   npm run bench:ceiling
  *   env: KAFKA_BROKERS (else the project's local broker); BENCH_CEILING_RECORDS (50000 per backlog);
  *        BENCH_CEILING_ROUNDS (3); BENCH_CEILING_MODES ("noop,logistic"); BENCH_CEILING_KSTREAMS_THREADS
- *        (2 = the cores of the machine); BENCH_CEILING_TIMEOUT_S (600 per run);
+ *        (Kafka Streams' num.stream.threads, one set of runs each, the first headlines: "<cores>,1",
+ *        so "2,1" here: a stream thread per core, and one processing thread as Sluice's one event loop);
+ *        BENCH_CEILING_TIMEOUT_S (600 per run);
  *        BENCH_CEILING_OUTPUT (BENCHMARKS.md; "-" prints)
  *   smoke: BENCH_CEILING_RECORDS=2000 BENCH_CEILING_ROUNDS=1 BENCH_CEILING_OUTPUT=- npm run bench:ceiling
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { createWriteStream, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  createWriteStream,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
@@ -44,7 +54,15 @@ process.env.KAFKAJS_NO_PARTITIONER_WARNING ??= "1";
 const num = (name: string, fallback: number) => Number(process.env[name] ?? fallback);
 const RECORDS = num("BENCH_CEILING_RECORDS", 50_000);
 const ROUNDS = num("BENCH_CEILING_ROUNDS", 3);
-const THREADS = num("BENCH_CEILING_KSTREAMS_THREADS", cpus().length);
+/** Kafka Streams' num.stream.threads, one set of runs each; the first is the one the ratios headline. */
+const KSTREAMS_THREADS = [
+  ...new Set(
+    (process.env.BENCH_CEILING_KSTREAMS_THREADS ?? `${cpus().length},1`)
+      .split(",")
+      .map((s) => Number(s.trim()))
+      .filter((n) => Number.isInteger(n) && n > 0),
+  ),
+];
 const TIMEOUT_MS = num("BENCH_CEILING_TIMEOUT_S", 600) * 1000;
 const OUTPUT = process.env.BENCH_CEILING_OUTPUT ?? "";
 const PARTITIONS = 3;
@@ -52,7 +70,10 @@ const PARTITIONS = 3;
 const SAMPLE = 200;
 
 type Mode = "noop" | "logistic";
-type Side = "sluice" | "kstreams";
+/** Sluice, or Kafka Streams with n stream threads. */
+type Side = "sluice" | `kstreams-${number}`;
+const sideLabel = (side: Side) =>
+  side === "sluice" ? "Sluice" : `Kafka Streams (${side.slice("kstreams-".length)} thr.)`;
 const MODES = (process.env.BENCH_CEILING_MODES ?? "noop,logistic")
   .split(",")
   .map((s) => s.trim())
@@ -93,14 +114,7 @@ function buildPeer(): string {
   );
 }
 
-/** One sample of CPU counters: the process's utime + stime and the machine's busy and total ticks. */
-interface CpuSample {
-  at: number;
-  proc: number;
-  busy: number;
-  total: number;
-}
-
+/** utime + stime of a process in clock ticks, or undefined once it has gone. */
 function procTicks(pid: number): number | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
@@ -112,43 +126,97 @@ function procTicks(pid: number): number | undefined {
   }
 }
 
-function machineTicks(): { busy: number; total: number } {
+/** Busy ticks of the whole machine (all but idle and iowait), from /proc/stat. */
+function machineBusy(): number {
   const line = readFileSync("/proc/stat", "utf8").split("\n")[0] as string;
   const v = line.trim().split(/\s+/).slice(1, 9).map(Number);
-  const total = v.reduce((a, b) => a + b, 0);
-  return { busy: total - (v[3] ?? 0) - (v[4] ?? 0), total };
+  return v.reduce((a, b) => a + b, 0) - (v[3] ?? 0) - (v[4] ?? 0);
 }
 
-/** /proc samples of one process every 50 ms until it exits; read back at any instant by interpolation. */
+/**
+ * The pid of the process listening on `port` on this machine (the broker, when it runs here), found
+ * through /proc/net/tcp and the processes' socket descriptors; undefined when none is visible.
+ */
+function listenerPid(port: number): number | undefined {
+  const hex = `:${port.toString(16).toUpperCase().padStart(4, "0")}`;
+  const inodes = new Set<string>();
+  for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    let text = "";
+    try {
+      text = readFileSync(table, "utf8");
+    } catch {
+      continue;
+    }
+    for (const row of text.split("\n").slice(1)) {
+      const f = row.trim().split(/\s+/);
+      // local address, state 0A = LISTEN, inode
+      if (f[1]?.endsWith(hex) && f[3] === "0A" && f[9]) inodes.add(f[9]);
+    }
+  }
+  if (inodes.size === 0) return undefined;
+  for (const pid of readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
+    let fds: string[] = [];
+    try {
+      fds = readdirSync(`/proc/${pid}/fd`);
+    } catch {
+      continue;
+    }
+    for (const fd of fds) {
+      try {
+        const socket = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
+        if (socket && inodes.has(socket[1] as string)) return Number(pid);
+      } catch {
+        // closed meanwhile
+      }
+    }
+  }
+  return undefined;
+}
+
+/** CPU ticks of the named processes and the machine's busy ticks at one instant. */
+interface CpuSample {
+  at: number;
+  ticks: Record<string, number>;
+}
+
+/** /proc samples of some processes every 50 ms; read back at any instant by interpolation. */
 class CpuSampler {
   readonly samples: CpuSample[] = [];
   private readonly timer: NodeJS.Timeout;
-  constructor(private readonly pid: number) {
+  constructor(private readonly pids: Record<string, number | undefined>) {
     this.sample();
     this.timer = setInterval(() => this.sample(), 50);
   }
   sample(): void {
-    const proc = procTicks(this.pid);
-    if (proc === undefined) return;
-    this.samples.push({ at: Date.now(), proc, ...machineTicks() });
+    const ticks: Record<string, number> = { machine: machineBusy() };
+    for (const [name, pid] of Object.entries(this.pids)) {
+      const t = pid === undefined ? undefined : procTicks(pid);
+      // A process that has gone keeps its last reading.
+      ticks[name] = t ?? this.samples[this.samples.length - 1]?.ticks[name] ?? Number.NaN;
+    }
+    this.samples.push({ at: Date.now(), ticks });
   }
   stop(): void {
     clearInterval(this.timer);
   }
-  /** The counters at epoch ms `at`, interpolated between the samples around it. */
-  at(at: number): CpuSample {
+  /** CPU-seconds of `name` at epoch ms `at`, interpolated between the samples around it. */
+  at(name: string, at: number): number {
     const s = this.samples;
     const after = s.findIndex((x) => x.at >= at);
-    if (after <= 0) return (after === 0 ? s[0] : s[s.length - 1]) as CpuSample;
+    const pick = (x: CpuSample | undefined) => (x?.ticks[name] ?? Number.NaN) / CLK_TCK;
+    if (after <= 0) return pick(after === 0 ? s[0] : s[s.length - 1]);
     const a = s[after - 1] as CpuSample;
     const b = s[after] as CpuSample;
     const w = (at - a.at) / Math.max(1, b.at - a.at);
-    const mix = (k: "proc" | "busy" | "total") => a[k] + (b[k] - a[k]) * w;
-    return { at, proc: mix("proc"), busy: mix("busy"), total: mix("total") };
+    return pick(a) + (pick(b) - pick(a)) * w;
+  }
+  /** CPU-seconds of `name` between two instants. */
+  between(name: string, from: number, to: number): number {
+    return this.at(name, to) - this.at(name, from);
   }
 }
 
-/** A child process with its output in a log file; `lines` gets each stdout line when asked for. */
+/** A child process with its stderr (and stdout, unless `onLine` takes its lines) in a log file. */
 function start(
   command: string,
   args: string[],
@@ -201,7 +269,7 @@ interface CounterSummary {
 
 /** The Java read_committed counter of one results topic (ResultCounter.java). */
 class ResultCounter {
-  private readonly child: ChildProcess;
+  readonly child: ChildProcess;
   private readonly waiters = new Map<string, (line: Record<string, unknown>) => void>();
   private readonly seen = new Map<string, Record<string, unknown>>();
   constructor(classpath: string, brokers: string[], topic: string, prefix: string, logPath: string) {
@@ -258,13 +326,25 @@ interface Run {
   /** CPU-s of the process from its start to the last result, and within first → last result. */
   cpuTotal: number;
   cpuWindow: number;
-  /** CPU-s of everything else on the machine in the window (broker, reader, bench, neighbours). */
-  otherWindow: number;
+  /** CPU-s in the window of the broker (when it runs here), of the reader, and of the rest of the machine. */
+  brokerWindow: number;
+  readerWindow: number;
+  restWindow: number;
   windowS: number;
   summary: CounterSummary;
-  /** The peer's own counts (Kafka Streams), or the serve log's no-op line (Sluice noop). */
+  /** Kafka Streams' own counts, or whether the serve log has the no-op line. */
   note: string;
   load: string;
+}
+
+/** What every run of one bench invocation shares. */
+interface Bench {
+  classpath: string;
+  brokers: string[];
+  brokerPid: number | undefined;
+  dir: string;
+  lr: { path: string; version: string };
+  createTopics(names: string[]): Promise<void>;
 }
 
 async function main(): Promise<void> {
@@ -281,144 +361,59 @@ async function main(): Promise<void> {
   const runs: Run[] = [];
   let words: number[] = [];
   const created: string[] = [];
-  const createTopics = async (names: string[]) => {
-    await admin.createTopics({
-      waitForLeaders: true,
-      topics: names.map((topic) => ({ topic, numPartitions: PARTITIONS })),
-    });
-    created.push(...names);
-  };
   try {
     const models = await createTinyTensorModels(dir);
-    const lrVersion = createHash("sha256").update(readFileSync(models.lr)).digest("hex").slice(0, 12);
+    const bench: Bench = {
+      classpath,
+      brokers: broker.brokers,
+      brokerPid: listenerPid(Number(broker.brokers[0]?.split(":").pop())),
+      dir,
+      lr: {
+        path: models.lr,
+        version: createHash("sha256").update(readFileSync(models.lr)).digest("hex").slice(0, 12),
+      },
+      createTopics: async (names) => {
+        await admin.createTopics({
+          waitForLeaders: true,
+          topics: names.map((topic) => ({ topic, numPartitions: PARTITIONS })),
+        });
+        created.push(...names);
+      },
+    };
+    log(`broker pid ${bench.brokerPid ?? "not found on this machine (its CPU is not read)"}`);
     // Placeholders for the no-op runs: serve checks that model.path and its tokenizer exist, the hook
     // hands it the no-op model instead of opening them.
     writeFileSync(join(dir, "noop.onnx"), "not a model: bench/noop-serve.ts replaces model loading\n");
     writeFileSync(join(dir, "tokenizer.json"), "{}\n");
 
-    const backlog: Record<Mode, { topic: string; prefix: string; bytes: number }> = {
-      noop: { topic: `ceiling-${runTag}.requests`, prefix: "c-", bytes: 0 },
-      logistic: { topic: `ceiling-${runTag}.tensor-requests`, prefix: "t-", bytes: 0 },
-    };
     const texts = MODES.includes("noop") ? loadParagraphs(RECORDS, 7) : [];
     words = texts.map((t) => t.split(/\s+/).length).sort((a, b) => a - b);
     for (const mode of MODES) {
-      const b = backlog[mode];
-      await createTopics([b.topic]);
-      b.bytes = await produceBacklog(producer, b.topic, b.prefix, (id, i) =>
+      const b = BACKLOG[mode];
+      await bench.createTopics([b.topic]);
+      const bytes = await produceBacklog(producer, b.topic, b.prefix, (id, i) =>
         mode === "noop"
           ? encodeRequest({ id, text: texts[i] as string }, "json")
           : encodeRequest({ id, text: "", tensors: { inputs: [irisInput(i)], outputs: null } }, "v2-json"),
       );
-      log(`backlog ${b.topic}: ${RECORDS} requests, ${(b.bytes / 1e6).toFixed(1)} MB of values`);
+      log(`backlog ${b.topic}: ${RECORDS} requests, ${(bytes / 1e6).toFixed(1)} MB of values`);
     }
-
+    const sides: Side[] = ["sluice", ...KSTREAMS_THREADS.map((n): Side => `kstreams-${n}`)];
     for (const mode of MODES) {
-      const b = backlog[mode];
       for (let round = 1; round <= ROUNDS; round++) {
-        const order: Side[] = round % 2 === 1 ? ["sluice", "kstreams"] : ["kstreams", "sluice"];
-        for (const side of order) {
-          const base = `ceiling-${runTag}-${mode}-${side}-${round}`;
-          const results = `${base}.results`;
-          await createTopics([results]);
-          const counter = new ResultCounter(
-            classpath,
-            broker.brokers,
-            results,
-            b.prefix,
-            join(dir, `${base}.counter.log`),
-          );
-          if (!(await counter.wait("ready", 120_000))) throw new Error(`counter for ${results} not ready`);
-          const load = loadavg()
-            .map((x) => x.toFixed(1))
-            .join(" / ");
-          let child: ChildProcess;
-          let peerLine: Record<string, unknown> | undefined;
-          const logPath = join(dir, `${base}.log`);
-          if (side === "sluice") {
-            const config = join(dir, `${base}.yaml`);
-            writeFileSync(config, serveConfig(mode, base, b.topic, results, broker.brokers, dir, models.lr));
-            const hook = mode === "noop" ? ["--import", NOOP_HOOK] : [];
-            // npm_command would make bin/sluice.js watch its parent; this bench is its parent either way.
-            const { npm_command: _npm, ...env } = process.env;
-            child = start(
-              process.execPath,
-              [...hook, SLUICE, "--config", config, "serve"],
-              logPath,
-              undefined,
-              env,
-            );
-          } else {
-            child = start(
-              "java",
-              [
-                "-cp",
-                classpath,
-                `${PEER_PACKAGE}.CeilingPeer`,
-                ...["--bootstrap", broker.brokers.join(","), "--requests", b.topic, "--results", results],
-                ...["--application-id", base, "--mode", mode, "--records", String(RECORDS)],
-                ...["--threads", String(THREADS), "--state-dir", join(dir, `${base}.state`)],
-                ...(mode === "logistic"
-                  ? ["--weights", LR_W.join(","), "--bias", String(LR_B), "--model-version", lrVersion]
-                  : []),
-              ],
-              logPath,
-              (line) => {
-                try {
-                  peerLine = JSON.parse(line) as Record<string, unknown>;
-                } catch {
-                  // not the counts line
-                }
-              },
-            );
-          }
-          const sampler = new CpuSampler(child.pid as number);
-          log(`${mode} round ${round}: ${side} started (pid ${child.pid})`);
-          const complete = await Promise.race([
-            counter.wait("complete", TIMEOUT_MS),
-            exited(child, TIMEOUT_MS).then(async () => counter.wait("complete", 5_000)),
-          ]);
-          sampler.sample();
-          if (side === "sluice") await stopProcess(child);
-          else if (!(await exited(child, 90_000))) await stopProcess(child);
-          sampler.stop();
-          const summary = await counter.finish();
-          if (!complete)
-            log(`${mode} round ${round}: ${side} did not deliver all ${RECORDS} results in time`);
-          const first = sampler.at(summary.firstMs);
-          const last = sampler.at(summary.lastMs);
-          const windowS = Math.max(0.001, (summary.lastMs - summary.firstMs) / 1000);
-          const run: Run = {
-            mode,
-            side,
-            round,
-            rate: summary.distinct > 1 ? (summary.distinct - 1) / windowS : 0,
-            cpuTotal: last.proc / CLK_TCK,
-            cpuWindow: (last.proc - first.proc) / CLK_TCK,
-            otherWindow: (last.busy - first.busy - (last.proc - first.proc)) / CLK_TCK,
-            windowS,
-            summary,
-            note:
-              side === "kstreams"
-                ? JSON.stringify(peerLine ?? {})
-                : mode === "noop"
-                  ? readFileSync(logPath, "utf8").includes(NOOP_SERVE_LINE)
-                    ? "no-op model"
-                    : "NO no-op line in the serve log"
-                  : "logistic regression",
-            load,
-          };
+        for (const side of round % 2 === 1 ? sides : [...sides].reverse()) {
+          const run = await runOnce(bench, mode, side, round);
           runs.push(run);
           log(
-            `${mode} round ${round}: ${side} ${run.rate.toFixed(0)} results/s, ${run.cpuTotal.toFixed(2)} CPU-s (${run.cpuWindow.toFixed(2)} in the ${windowS.toFixed(1)} s window), ` +
-              `${summary.distinct}/${RECORDS} ids, ${summary.duplicates} duplicates, ${summary.ok} ok; ${run.note}`,
+            `${mode} round ${round}: ${sideLabel(side)} ${run.rate.toFixed(0)} results/s, ${run.cpuTotal.toFixed(2)} CPU-s (${run.cpuWindow.toFixed(2)} in the ${run.windowS.toFixed(1)} s window; broker ${run.brokerWindow.toFixed(2)}, reader ${run.readerWindow.toFixed(2)}, rest ${run.restWindow.toFixed(2)}), ` +
+              `${run.summary.distinct}/${RECORDS} ids, ${run.summary.duplicates} duplicates, ${run.summary.ok} ok; ${run.note}`,
           );
         }
       }
     }
   } finally {
     await producer.disconnect().catch(() => undefined);
-    // Everything this run made, KStreams' changelogs included, once nothing is measured any more.
+    // Everything this run made, Kafka Streams' changelogs included, once nothing is measured any more.
     const mine = (await admin.listTopics().catch(() => [] as string[])).filter((t) =>
       t.startsWith(`ceiling-${runTag}`),
     );
@@ -430,6 +425,102 @@ async function main(): Promise<void> {
   const markdown = report(runs, { startedAt, load0, brokerNote: broker.note, words, java: javaVersion() });
   if (OUTPUT === "-") process.stdout.write(`${markdown}\n`);
   else await writeBenchmarkSection("ceiling", markdown, OUTPUT || undefined);
+}
+
+/** The two backlogs: ids `<prefix><i>`. */
+const BACKLOG: Record<Mode, { topic: string; prefix: string }> = {
+  noop: { topic: `ceiling-${runTag}.requests`, prefix: "c-" },
+  logistic: { topic: `ceiling-${runTag}.tensor-requests`, prefix: "t-" },
+};
+
+/** One side over the whole backlog of `mode`: start it, wait for every result, stop it, read the counters. */
+async function runOnce(bench: Bench, mode: Mode, side: Side, round: number): Promise<Run> {
+  const b = BACKLOG[mode];
+  const base = `ceiling-${runTag}-${mode}-${side}-${round}`;
+  const results = `${base}.results`;
+  await bench.createTopics([results]);
+  const counter = new ResultCounter(
+    bench.classpath,
+    bench.brokers,
+    results,
+    b.prefix,
+    join(bench.dir, `${base}.counter.log`),
+  );
+  if (!(await counter.wait("ready", 120_000))) throw new Error(`counter for ${results} not ready`);
+  const load = loadavg()
+    .map((x) => x.toFixed(1))
+    .join(" / ");
+  const logPath = join(bench.dir, `${base}.log`);
+  let peerLine: Record<string, unknown> | undefined;
+  let child: ChildProcess;
+  if (side === "sluice") {
+    const config = join(bench.dir, `${base}.yaml`);
+    writeFileSync(config, serveConfig(mode, base, b.topic, results, bench));
+    const hook = mode === "noop" ? ["--import", NOOP_HOOK] : [];
+    // npm_command would make bin/sluice.js watch its parent; this bench is its parent either way.
+    const { npm_command: _npm, ...env } = process.env;
+    child = start(process.execPath, [...hook, SLUICE, "--config", config, "serve"], logPath, undefined, env);
+  } else {
+    child = start(
+      "java",
+      [
+        "-cp",
+        bench.classpath,
+        `${PEER_PACKAGE}.CeilingPeer`,
+        ...["--bootstrap", bench.brokers.join(","), "--requests", b.topic, "--results", results],
+        ...["--application-id", base, "--mode", mode, "--records", String(RECORDS)],
+        ...["--threads", side.slice("kstreams-".length), "--state-dir", join(bench.dir, `${base}.state`)],
+        ...(mode === "logistic"
+          ? ["--weights", LR_W.join(","), "--bias", String(LR_B), "--model-version", bench.lr.version]
+          : []),
+      ],
+      logPath,
+      (line) => {
+        try {
+          peerLine = JSON.parse(line) as Record<string, unknown>;
+        } catch {
+          // not the counts line
+        }
+      },
+    );
+  }
+  const cpu = new CpuSampler({ proc: child.pid, reader: counter.child.pid, broker: bench.brokerPid });
+  const complete = await Promise.race([
+    counter.wait("complete", TIMEOUT_MS),
+    exited(child, TIMEOUT_MS).then(async () => counter.wait("complete", 5_000)),
+  ]);
+  cpu.sample();
+  // Kafka Streams stops by itself after the last record (closing commits it); serve on SIGTERM.
+  if (side === "sluice" || !(await exited(child, 90_000))) await stopProcess(child);
+  cpu.stop();
+  const summary = await counter.finish();
+  if (!complete) log(`${mode} round ${round}: ${side} did not deliver all ${RECORDS} results in time`);
+  const { firstMs: from, lastMs: to } = summary;
+  const windowS = Math.max(0.001, (to - from) / 1000);
+  const [proc, reader, broker] = ["proc", "reader", "broker"].map((n) =>
+    cpu.between(n, from, to),
+  ) as number[];
+  return {
+    mode,
+    side,
+    round,
+    rate: summary.distinct > 1 ? (summary.distinct - 1) / windowS : 0,
+    cpuTotal: cpu.at("proc", to),
+    cpuWindow: proc as number,
+    brokerWindow: broker as number,
+    readerWindow: reader as number,
+    restWindow:
+      cpu.between("machine", from, to) - (proc as number) - (reader as number) - ((broker as number) || 0),
+    windowS,
+    summary,
+    note:
+      side !== "sluice"
+        ? JSON.stringify(peerLine ?? {})
+        : mode === "noop" && !readFileSync(logPath, "utf8").includes(NOOP_SERVE_LINE)
+          ? "NO no-op line in the serve log"
+          : "serve",
+    load,
+  };
 }
 
 function javaVersion(): string {
@@ -466,23 +557,15 @@ async function produceBacklog(
 }
 
 /** `sluice serve`'s configuration for one run: defaults but for the topics, the group and the model. */
-function serveConfig(
-  mode: Mode,
-  base: string,
-  requests: string,
-  results: string,
-  brokers: string[],
-  dir: string,
-  lrPath: string,
-): string {
+function serveConfig(mode: Mode, base: string, requests: string, results: string, bench: Bench): string {
   const model =
     mode === "noop"
-      ? ["  name: noop", `  path: ${JSON.stringify(join(dir, "noop.onnx"))}`]
-      : ["  name: logistic-regression", "  task: tensor", `  path: ${JSON.stringify(lrPath)}`];
+      ? ["  name: noop", `  path: ${JSON.stringify(join(bench.dir, "noop.onnx"))}`]
+      : ["  name: logistic-regression", "  task: tensor", `  path: ${JSON.stringify(bench.lr.path)}`];
   const codec = mode === "noop" ? "json" : "v2-json";
   return [
     "kafka:",
-    `  brokers: [${brokers.map((b) => JSON.stringify(b)).join(", ")}]`,
+    `  brokers: [${bench.brokers.map((b) => JSON.stringify(b)).join(", ")}]`,
     "topics:",
     `  requests: [${requests}]`,
     `  results: ${results}`,
@@ -525,13 +608,14 @@ function answerOf(mode: Mode, value: string): { paths: string[]; answer: number[
 
 /** The checks of one mode over the sampled results of every run: same shape, same answers. */
 function sampleChecks(mode: Mode, runs: Run[]): string {
-  const bySide = (side: Side) => runs.filter((r) => r.side === side);
-  const first = (side: Side) => {
-    const v = Object.values(bySide(side)[0]?.summary.samples ?? {})[0];
+  const sluice = runs.filter((r) => r.side === "sluice");
+  const peer = runs.filter((r) => r.side !== "sluice");
+  const first = (rs: Run[]) => {
+    const v = Object.values(rs[0]?.summary.samples ?? {})[0];
     return v === undefined ? undefined : answerOf(mode, v);
   };
-  const s = first("sluice");
-  const k = first("kstreams");
+  const s = first(sluice);
+  const k = first(peer);
   const shape =
     s && k
       ? s.paths.join() === k.paths.join()
@@ -555,25 +639,20 @@ function sampleChecks(mode: Mode, runs: Run[]): string {
   }
   const answers =
     mode === "noop"
-      ? `every sampled result is an \`ok\` embedding of 384 zeros${worstDelta === 0 ? "" : " (NOT: some differ)"}`
+      ? worstDelta === 0
+        ? "every sampled result is an `ok` embedding of 384 zeros"
+        : "NOT every sampled result is an embedding of 384 zeros"
       : `every sampled probability is within ${worstDelta.toExponential(1)} of sigmoid(x · w + b) computed in double precision`;
-  const bytes = (side: Side) => {
-    const rs = bySide(side);
-    const v =
-      rs.reduce((a, r) => a + r.summary.valueBytes, 0) /
-      Math.max(
-        1,
-        rs.reduce((a, r) => a + r.summary.distinct, 0),
-      );
-    const h =
-      rs.reduce((a, r) => a + r.summary.headers, 0) /
-      Math.max(
-        1,
-        rs.reduce((a, r) => a + r.summary.distinct, 0),
-      );
+  const bytes = (rs: Run[]) => {
+    const n = Math.max(
+      1,
+      rs.reduce((a, r) => a + r.summary.distinct, 0),
+    );
+    const v = rs.reduce((a, r) => a + r.summary.valueBytes, 0) / n;
+    const h = rs.reduce((a, r) => a + r.summary.headers, 0) / n;
     return `${v.toFixed(0)} B (${h.toFixed(0)} header${h === 1 ? "" : "s"})`;
   };
-  return `Result shape: ${shape}; mean value per result Sluice ${bytes("sluice")}, Kafka Streams ${bytes("kstreams")}. Answers (ids below ${SAMPLE} of every run, ${compared} results): ${answers}.`;
+  return `Result shape: ${shape}; mean value per result Sluice ${bytes(sluice)}, Kafka Streams ${bytes(peer)}. Answers (ids below ${SAMPLE} of every run, ${compared} results): ${answers}.`;
 }
 
 function exactlyOnce(r: Run): string {
@@ -584,53 +663,57 @@ function exactlyOnce(r: Run): string {
     : `NO: ${s.distinct}/${s.expected} ids, ${s.missing} missing, ${s.duplicates} duplicated, ${s.unexpected} unexpected, ${s.ok} ok`;
 }
 
+/** Sluice ÷ one Kafka Streams variant, round by round: rates, and CPU per result the other way round. */
+function ratioLine(rs: Run[], side: Side): string {
+  const f2 = (x: number) => x.toFixed(2);
+  const rounds = [...new Set(rs.map((r) => r.round))];
+  const pairs = rounds.map((round) => ({
+    round,
+    s: rs.find((r) => r.round === round && r.side === "sluice"),
+    k: rs.find((r) => r.round === round && r.side === side),
+  }));
+  const rate = pairs.map(({ s, k }) => (s && k ? s.rate / k.rate : Number.NaN));
+  const cpu = pairs.map(({ s, k }) =>
+    s && k ? k.cpuWindow / k.summary.distinct / (s.cpuWindow / s.summary.distinct) : Number.NaN,
+  );
+  const worst = Math.min(...rate);
+  return (
+    `Sluice ÷ ${sideLabel(side)}, results/s, per round: ${rate.map((x) => `×${f2(x)}`).join(", ")}; **median ×${f2(median(rate))}**, worst round ${rounds[rate.indexOf(worst)]} (×${f2(worst)}). ` +
+    `Its CPU per result ÷ Sluice's (in the window): ${cpu.map((x) => `×${f2(x)}`).join(", ")}; median ×${f2(median(cpu))}.`
+  );
+}
+
 function report(
   runs: Run[],
   c: { startedAt: Date; load0: number[]; brokerNote: string; words: number[]; java: string },
 ): string {
   const f1 = (x: number) => x.toFixed(1);
   const f2 = (x: number) => x.toFixed(2);
+  const threads = KSTREAMS_THREADS.join(" and ");
   const lines: string[] = [
     "## Kafka-path ceiling against Kafka Streams (`npm run bench:ceiling`)",
     "",
-    `Run ${c.startedAt.toISOString()} on ${machineDescription()} (at the end; at the start ${c.load0.map(f1).join(" / ")}); broker: ${c.brokerNote}.`,
-    `One backlog per mode, pre-produced once: ${RECORDS} requests over ${PARTITIONS} partitions, keyed by id (text: corpus paragraphs of ${percentile(c.words, 50)} / ${percentile(c.words, 90)} / ${percentile(c.words, 99)} words at p50 / p90 / p99; tensor: one-row iris V2 requests). Each run reads the whole backlog from its start with a fresh consumer group / application id and fresh output topics; the sides alternate (Sluice first in odd rounds, Kafka Streams first in even ones).`,
+    `Run ${c.startedAt.toISOString()} on ${machineDescription()} at the end (${c.load0.map(f1).join(" / ")} at the start); broker: ${c.brokerNote}.`,
+    `One backlog per mode, produced once before the runs: ${RECORDS} requests over ${PARTITIONS} partitions, keyed by id (text: corpus paragraphs of ${percentile(c.words, 50)} / ${percentile(c.words, 90)} / ${percentile(c.words, 99)} words at p50 / p90 / p99; tensor: one-row iris V2 requests). Every run reads the whole backlog from its start with a fresh consumer group / application id and fresh output topics; within a round the sides take turns (Sluice first in odd rounds, last in even ones).`,
     `**Sluice**: \`node bin/sluice.js serve\` as its own process, defaults (transactions on, \`delivery.commitIntervalMs\` 100, \`model.workers\` auto) but for the topics, the group, \`delivery.defaultTimeoutMs\` (a day, so no backlog request expires) and the model: the no-op model (src/model/noop-model.ts, handed to serve by bench/noop-serve.ts) with JSON in and out, or the logistic regression (\`model.task: tensor\`) with V2 JSON in and out. ` +
-      `**Kafka Streams** 3.9.1 (bench/kafka-streams/, ${c.java}, JVM defaults): \`processing.guarantee=exactly_once_v2\`, default \`commit.interval.ms\` (100 under EOS), \`num.stream.threads\` ${THREADS}, a logged in-memory dedup store keyed by request id, one result per record in Sluice's shape (a zero embedding of 384 floats, or the same logistic regression in float32).`,
-    "Rate = results from the first to the last one a read_committed reader (the Java client) sees; CPU = utime + stime of the process from /proc, from its start (start-up included) and within that window; other = the rest of the machine's busy CPU in the window (broker, reader, bench and anyone else on the machine). Exactly once = every request id exactly once among the committed results, all `ok`.",
+      `**Kafka Streams** 3.9.1 (bench/kafka-streams/, ${c.java}, JVM defaults): \`processing.guarantee=exactly_once_v2\`, default \`commit.interval.ms\` (100 under EOS), \`num.stream.threads\` ${threads} (separate runs), a logged in-memory dedup store keyed by request id, one result per record in Sluice's shape (a zero embedding of 384 floats, or the same logistic regression in float32).`,
+    "Rate = results from the first to the last one a read_committed reader (the Java client, its own process) sees. CPU = utime + stime from /proc: the process from its start (start-up included) and within that window; the broker's and the reader's in the window; rest = the machine's other busy CPU in the window (the bench itself and whatever else runs on the machine). Exactly once = every request id exactly once among the committed results, all `ok`.",
   ];
   for (const mode of MODES) {
     const rs = runs.filter((r) => r.mode === mode);
     if (rs.length === 0) continue;
     lines.push(
       "",
-      `### ${mode === "noop" ? "No-op model: the Kafka path alone (text requests, JSON results)" : "Logistic regression: V2 JSON tensor requests"}`,
+      `### ${mode === "noop" ? "No-op model: the Kafka path alone (text requests, JSON results)" : "Logistic regression (V2 JSON tensor requests and results)"}`,
       "",
-      "| round | side | results/s | CPU-s from start | CPU-s in window | CPU-ms / 1k results | other CPU-s in window | window s | exactly once | load (1 min) at start |",
-      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
+      "| round | side | results/s | CPU-s from start | CPU-s in window | CPU-ms / 1k results | broker CPU-s | reader CPU-s | rest CPU-s | window s | exactly once | load (1 min) at start |",
+      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
       ...rs.map(
         (r) =>
-          `| ${r.round} | ${r.side === "sluice" ? "Sluice" : "Kafka Streams"} | ${r.rate.toFixed(0)} | ${f2(r.cpuTotal)} | ${f2(r.cpuWindow)} | ${((r.cpuWindow * 1e6) / Math.max(1, r.summary.distinct)).toFixed(0)} | ${f2(r.otherWindow)} | ${f2(r.windowS)} | ${exactlyOnce(r)} | ${r.load.split(" / ")[0]} |`,
+          `| ${r.round} | ${sideLabel(r.side)} | ${r.rate.toFixed(0)} | ${f2(r.cpuTotal)} | ${f2(r.cpuWindow)} | ${((r.cpuWindow * 1e6) / Math.max(1, r.summary.distinct)).toFixed(0)} | ${f2(r.brokerWindow)} | ${f2(r.readerWindow)} | ${f2(r.restWindow)} | ${f2(r.windowS)} | ${exactlyOnce(r)} | ${r.load.split(" / ")[0]} |`,
       ),
-    );
-    const rounds = [...new Set(rs.map((r) => r.round))];
-    const pair = (round: number) => ({
-      s: rs.find((r) => r.round === round && r.side === "sluice"),
-      k: rs.find((r) => r.round === round && r.side === "kstreams"),
-    });
-    const ratios = rounds.map((round) => {
-      const { s, k } = pair(round);
-      return s && k ? s.rate / k.rate : Number.NaN;
-    });
-    const cpuRatios = rounds.map((round) => {
-      const { s, k } = pair(round);
-      return s && k ? k.cpuWindow / k.summary.distinct / (s.cpuWindow / s.summary.distinct) : Number.NaN;
-    });
-    const worst = Math.min(...ratios);
-    lines.push(
       "",
-      `Sluice ÷ Kafka Streams, results/s, per round: ${ratios.map((x) => `×${f2(x)}`).join(", ")}; median ×${f2(median(ratios))}, worst round ${rounds[ratios.indexOf(worst)]} (×${f2(worst)}). ` +
-        `Kafka Streams' CPU per result ÷ Sluice's (in the window), per round: ${cpuRatios.map((x) => `×${f2(x)}`).join(", ")}; median ×${f2(median(cpuRatios))}.`,
+      ...KSTREAMS_THREADS.map((n) => `- ${ratioLine(rs, `kstreams-${n}`)}`),
       "",
       sampleChecks(mode, rs),
     );
