@@ -23,7 +23,9 @@
  *        BENCH_CEILING_ROUNDS (3); BENCH_CEILING_MODES ("noop,logistic"); BENCH_CEILING_KSTREAMS_THREADS
  *        (Kafka Streams' num.stream.threads, one set of runs each, the first headlines: "<cores>,1",
  *        so "2,1" here: a stream thread per core, and one processing thread as Sluice's one event loop);
- *        BENCH_CEILING_TIMEOUT_S (600 per run);
+ *        BENCH_CEILING_TIMEOUT_S (600 per run); BENCH_CEILING_QUIET_WAIT_S (120: the longest wait
+ *        before a run for a quiet machine, see quietMachine); BENCH_CEILING_WARMUP (1; 0 = no
+ *        unreported warm-up round before the first mode's rounds);
  *        BENCH_CEILING_OUTPUT (BENCHMARKS.md; "-" prints)
  *   smoke: BENCH_CEILING_RECORDS=2000 BENCH_CEILING_ROUNDS=1 BENCH_CEILING_OUTPUT=- npm run bench:ceiling
  */
@@ -64,6 +66,10 @@ const KSTREAMS_THREADS = [
   ),
 ];
 const TIMEOUT_MS = num("BENCH_CEILING_TIMEOUT_S", 600) * 1000;
+const WARMUP = (process.env.BENCH_CEILING_WARMUP ?? "1") !== "0";
+const QUIET_WAIT_MS = num("BENCH_CEILING_QUIET_WAIT_S", 120) * 1000;
+/** A run starts after 3 s in which the machine, the broker aside, was busy less than this many cores. */
+const QUIET_CORES = 0.25;
 const OUTPUT = process.env.BENCH_CEILING_OUTPUT ?? "";
 const PARTITIONS = 3;
 /** Ids below this are kept by the reader and compared between the sides. */
@@ -171,6 +177,24 @@ function listenerPid(port: number): number | undefined {
     }
   }
   return undefined;
+}
+
+/**
+ * Waits, at most QUIET_WAIT_MS, for 3 s in which the machine, the broker aside, is busy less than
+ * QUIET_CORES: on a shared machine a neighbour's burst (a test run, a type check) stretches the wall
+ * time of whatever runs beside it. Returns whether it found them; a run can still meet a neighbour.
+ */
+async function quietMachine(brokerPid: number | undefined): Promise<boolean> {
+  const broker = () => (brokerPid === undefined ? 0 : (procTicks(brokerPid) ?? 0));
+  const until = Date.now() + QUIET_WAIT_MS;
+  for (;;) {
+    const m0 = machineBusy();
+    const b0 = broker();
+    await new Promise<void>((r) => setTimeout(r, 3000));
+    const cores = (machineBusy() - m0 - (broker() - b0)) / CLK_TCK / 3;
+    if (cores < QUIET_CORES) return true;
+    if (Date.now() > until) return false;
+  }
 }
 
 /** CPU ticks of the named processes and the machine's busy ticks at one instant. */
@@ -335,6 +359,8 @@ interface Run {
   /** Kafka Streams' own counts, or whether the serve log has the no-op line. */
   note: string;
   load: string;
+  /** Whether the run started on a quiet machine (quietMachine). */
+  quiet: boolean;
 }
 
 /** What every run of one bench invocation shares. */
@@ -399,11 +425,12 @@ async function main(): Promise<void> {
       log(`backlog ${b.topic}: ${RECORDS} requests, ${(bytes / 1e6).toFixed(1)} MB of values`);
     }
     const sides: Side[] = ["sluice", ...KSTREAMS_THREADS.map((n): Side => `kstreams-${n}`)];
-    for (const mode of MODES) {
-      for (let round = 1; round <= ROUNDS; round++) {
+    for (const [m, mode] of MODES.entries()) {
+      // Round 0 warms a freshly started broker up (its JIT, the transaction paths); it is not reported.
+      for (let round = m === 0 && WARMUP ? 0 : 1; round <= ROUNDS; round++) {
         for (const side of round % 2 === 1 ? sides : [...sides].reverse()) {
           const run = await runOnce(bench, mode, side, round);
-          runs.push(run);
+          if (round > 0) runs.push(run);
           log(
             `${mode} round ${round}: ${sideLabel(side)} ${run.rate.toFixed(0)} results/s, ${run.cpuTotal.toFixed(2)} CPU-s (${run.cpuWindow.toFixed(2)} in the ${run.windowS.toFixed(1)} s window; broker ${run.brokerWindow.toFixed(2)}, reader ${run.readerWindow.toFixed(2)}, rest ${run.restWindow.toFixed(2)}), ` +
               `${run.summary.distinct}/${RECORDS} ids, ${run.summary.duplicates} duplicates, ${run.summary.ok} ok; ${run.note}`,
@@ -439,6 +466,7 @@ async function runOnce(bench: Bench, mode: Mode, side: Side, round: number): Pro
   const base = `ceiling-${runTag}-${mode}-${side}-${round}`;
   const results = `${base}.results`;
   await bench.createTopics([results]);
+  const quiet = await quietMachine(bench.brokerPid);
   const counter = new ResultCounter(
     bench.classpath,
     bench.brokers,
@@ -520,6 +548,7 @@ async function runOnce(bench: Bench, mode: Mode, side: Side, round: number): Pro
           ? "NO no-op line in the serve log"
           : "serve",
     load,
+    quiet,
   };
 }
 
@@ -694,10 +723,10 @@ function report(
     "## Kafka-path ceiling against Kafka Streams (`npm run bench:ceiling`)",
     "",
     `Run ${c.startedAt.toISOString()} on ${machineDescription()} at the end (${c.load0.map(f1).join(" / ")} at the start); broker: ${c.brokerNote}.`,
-    `One backlog per mode, produced once before the runs: ${RECORDS} requests over ${PARTITIONS} partitions, keyed by id (text: corpus paragraphs of ${percentile(c.words, 50)} / ${percentile(c.words, 90)} / ${percentile(c.words, 99)} words at p50 / p90 / p99; tensor: one-row iris V2 requests). Every run reads the whole backlog from its start with a fresh consumer group / application id and fresh output topics; within a round the sides take turns (Sluice first in odd rounds, last in even ones).`,
+    `One backlog per mode, produced once before the runs: ${RECORDS} requests over ${PARTITIONS} partitions, keyed by id (text: corpus paragraphs of ${percentile(c.words, 50)} / ${percentile(c.words, 90)} / ${percentile(c.words, 99)} words at p50 / p90 / p99; tensor: one-row iris V2 requests). Every run reads the whole backlog from its start with a fresh consumer group / application id and fresh output topics; within a round the sides take turns (Sluice first in odd rounds, last in even ones)${WARMUP ? ", after one unreported warm-up round of every side on the broker" : ""}. Every process starts cold (a fresh JVM, a fresh Node.js).`,
     `**Sluice**: \`node bin/sluice.js serve\` as its own process, defaults (transactions on, \`delivery.commitIntervalMs\` 100, \`model.workers\` auto) but for the topics, the group, \`delivery.defaultTimeoutMs\` (a day, so no backlog request expires) and the model: the no-op model (src/model/noop-model.ts, handed to serve by bench/noop-serve.ts) with JSON in and out, or the logistic regression (\`model.task: tensor\`) with V2 JSON in and out. ` +
       `**Kafka Streams** 3.9.1 (bench/kafka-streams/, ${c.java}, JVM defaults): \`processing.guarantee=exactly_once_v2\`, default \`commit.interval.ms\` (100 under EOS), \`num.stream.threads\` ${threads} (separate runs), a logged in-memory dedup store keyed by request id, one result per record in Sluice's shape (a zero embedding of 384 floats, or the same logistic regression in float32).`,
-    "Rate = results from the first to the last one a read_committed reader (the Java client, its own process) sees. CPU = utime + stime from /proc: the process from its start (start-up included) and within that window; the broker's and the reader's in the window; rest = the machine's other busy CPU in the window (the bench itself and whatever else runs on the machine). Exactly once = every request id exactly once among the committed results, all `ok`.",
+    `Rate = results from the first to the last one a read_committed reader (the Java client, its own process) sees. CPU = utime + stime from /proc: the process from its start (start-up included) and within that window; the broker's and the reader's in the window; rest = the machine's other busy CPU in the window (the bench itself and whatever else runs on the machine; each run starts after 3 s with less than ${QUIET_CORES} of a core busy besides the broker, waiting at most ${QUIET_WAIT_MS / 1000} s, else it is marked "not quiet"). Exactly once = every request id exactly once among the committed results, all \`ok\`.`,
   ];
   for (const mode of MODES) {
     const rs = runs.filter((r) => r.mode === mode);
@@ -710,7 +739,7 @@ function report(
       "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
       ...rs.map(
         (r) =>
-          `| ${r.round} | ${sideLabel(r.side)} | ${r.rate.toFixed(0)} | ${f2(r.cpuTotal)} | ${f2(r.cpuWindow)} | ${((r.cpuWindow * 1e6) / Math.max(1, r.summary.distinct)).toFixed(0)} | ${f2(r.brokerWindow)} | ${f2(r.readerWindow)} | ${f2(r.restWindow)} | ${f2(r.windowS)} | ${exactlyOnce(r)} | ${r.load.split(" / ")[0]} |`,
+          `| ${r.round} | ${sideLabel(r.side)}${r.quiet ? "" : " (not quiet)"} | ${r.rate.toFixed(0)} | ${f2(r.cpuTotal)} | ${f2(r.cpuWindow)} | ${((r.cpuWindow * 1e6) / Math.max(1, r.summary.distinct)).toFixed(0)} | ${f2(r.brokerWindow)} | ${f2(r.readerWindow)} | ${f2(r.restWindow)} | ${f2(r.windowS)} | ${exactlyOnce(r)} | ${r.load.split(" / ")[0]} |`,
       ),
       "",
       ...KSTREAMS_THREADS.map((n) => `- ${ratioLine(rs, `kstreams-${n}`)}`),
