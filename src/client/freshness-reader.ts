@@ -1,9 +1,9 @@
-import type { KafkaConfig } from "kafkajs";
 import {
   DEFAULT_FRESHNESS_TOPIC,
   decodeHeartbeat,
   type FreshnessHeartbeat,
 } from "../contracts/freshness-heartbeat.js";
+import type { KafkaClientSettings } from "../kafka/client/kafka-client.js";
 import { createKafkaFromClientConfig } from "../kafka/client/kafka-client.js";
 import { type KafkaAccess, kafkaFailure } from "../kafka/client/kafka-failure.js";
 import { readBounded } from "../kafka/read/bounded-reader.js";
@@ -31,7 +31,7 @@ export interface ReadFreshnessOptions {
   /** Give up reading after this long, ms (returns what was read). Default 10000. */
   timeoutMs?: number;
   /** Extra kafkajs client settings (ssl, sasl, clientId). */
-  kafka?: Omit<KafkaConfig, "brokers">;
+  kafka?: KafkaClientSettings;
 }
 
 /**

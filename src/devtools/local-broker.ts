@@ -1,8 +1,9 @@
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { delimiter, join, resolve } from "node:path";
-import type { KafkaConfig } from "kafkajs";
 import { packageRoot } from "../config/project-paths.js";
+import type { KafkaSecuritySettings } from "../kafka/client/kafka-client.js";
+import { waitUntilReady, warmUpCoordinators } from "../kafka/probes/broker-readiness.js";
 import { SluiceError } from "../sluice-error.js";
 import {
   type BrokerState,
@@ -13,7 +14,6 @@ import {
   spawnDetached,
   waitForExit,
 } from "./broker-process.js";
-import { waitUntilReady, warmUpCoordinators } from "./broker-readiness.js";
 
 /**
  * A single-node Apache Kafka (KRaft, broker+controller) run straight from Maven Central jars, so
@@ -56,7 +56,7 @@ export interface BrokerListeners {
   /** Extra `StorageTool format` arguments (e.g. `--add-scram` users). */
   formatArgs(): string[];
   /** kafkajs settings of an administrator, for the readiness probes. */
-  adminClient(): Pick<KafkaConfig, "ssl" | "sasl">;
+  adminClient(): KafkaSecuritySettings;
 }
 
 const PLAINTEXT_LISTENERS: BrokerListeners = {

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { KafkaConfig } from "kafkajs";
+import type { KafkaSecuritySettings } from "../kafka/client/kafka-client.js";
 import { SluiceError } from "../sluice-error.js";
 import { choosePort, run } from "./broker-process.js";
 import type { BrokerListeners } from "./local-broker.js";
@@ -118,7 +118,7 @@ export class SecureBrokerLayout implements BrokerListeners {
     ]);
   }
 
-  adminClient(): Pick<KafkaConfig, "ssl" | "sasl"> {
+  adminClient(): KafkaSecuritySettings {
     const c = this.required();
     return {
       ssl: { ca: [readFileSync(c.caPath, "utf8")] },

@@ -6,6 +6,19 @@ import { denialLogTap } from "./kafka-failure.js";
 import { type KafkaLogSink, kafkaLogCreator, kafkaLogLevel } from "./kafka-log.js";
 import { kafkaSecurityOptions } from "./kafka-security.js";
 
+/**
+ * The Kafka client handle the rest of Sluice passes around (made by `createKafka`). Only src/kafka
+ * uses what is inside it; elsewhere it is an opaque handle, so kafkajs's types stay behind this room
+ * (`.dependency-cruiser.cjs`, kafkajs-stays-in-kafka).
+ */
+export type KafkaClient = Kafka;
+
+/** A client's TLS and SASL settings as the client library takes them (a broker's admin settings). */
+export type KafkaSecuritySettings = Pick<KafkaConfig, "ssl" | "sasl">;
+
+/** Client settings but the bootstrap list (`readFreshness`'s `kafka` option): kafkajs's own shape. */
+export type KafkaClientSettings = Omit<KafkaConfig, "brokers">;
+
 export interface CreateKafkaOptions {
   /** Overrides `config.clientId` (e.g. to tell processes apart). */
   clientId?: string;

@@ -1,4 +1,4 @@
-import { AssignerProtocol, type Kafka } from "kafkajs";
+import type { Kafka } from "kafkajs";
 import {
   decisionKey,
   emptyModelControl,
@@ -88,6 +88,8 @@ export class ModelControlStore {
   /** The serve group's members and their partitions now; empty when the group has none. */
   async members(groupId: string): Promise<GroupMember[]> {
     return withAdmin(this.opts.kafka, async (admin) => {
+      // Loaded here, not at the top: `sluice acls` reads this module's group prefix without kafkajs.
+      const { AssignerProtocol } = await import("kafkajs");
       const { groups } = await admin.describeGroups([groupId]);
       return (groups[0]?.members ?? []).map((m) => {
         const decoded =

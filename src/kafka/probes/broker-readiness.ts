@@ -1,5 +1,6 @@
-import { Kafka, type KafkaConfig, logLevel } from "kafkajs";
-import { sleep } from "./broker-process.js";
+import { setTimeout as sleep } from "node:timers/promises";
+import { Kafka, logLevel } from "kafkajs";
+import type { KafkaSecuritySettings } from "../client/kafka-client.js";
 
 /**
  * Polls until a kafkajs admin can describe the cluster (a broker and an elected controller), failing
@@ -9,16 +10,11 @@ export async function waitUntilReady(
   bootstrap: string,
   timeoutMs: number,
   exited: () => string | undefined = () => undefined,
-  client: Pick<KafkaConfig, "ssl" | "sasl"> = {},
+  client: KafkaSecuritySettings = {},
 ): Promise<void> {
-  const kafka = new Kafka({
-    ...client,
-    clientId: "sluice-local-broker",
-    brokers: [bootstrap],
+  const kafka = probeClient(bootstrap, client, "sluice-local-broker", {
     connectionTimeout: 1000,
     requestTimeout: 5000,
-    retry: { retries: 0 },
-    logLevel: logLevel.NOTHING,
   });
   const deadline = Date.now() + timeoutMs;
   let lastError = "no answer yet";
@@ -50,16 +46,9 @@ export async function waitUntilReady(
 export async function warmUpCoordinators(
   bootstrap: string,
   timeoutMs = 30_000,
-  client: Pick<KafkaConfig, "ssl" | "sasl"> = {},
+  client: KafkaSecuritySettings = {},
 ): Promise<void> {
-  const kafka = new Kafka({
-    ...client,
-    clientId: "sluice-warm-up",
-    brokers: [bootstrap],
-    connectionTimeout: 2000,
-    retry: { retries: 0 },
-    logLevel: logLevel.NOTHING,
-  });
+  const kafka = probeClient(bootstrap, client, "sluice-warm-up", { connectionTimeout: 2000 });
   const deadline = Date.now() + timeoutMs;
   const attempt = async (name: string, step: () => Promise<void>): Promise<void> => {
     let last = "";
@@ -98,5 +87,22 @@ export async function warmUpCoordinators(
     } finally {
       await producer.disconnect().catch(() => {});
     }
+  });
+}
+
+/** A silent client that does not retry: the probes retry on their own schedule. */
+function probeClient(
+  bootstrap: string,
+  client: KafkaSecuritySettings,
+  clientId: string,
+  timeouts: { connectionTimeout: number; requestTimeout?: number },
+): Kafka {
+  return new Kafka({
+    ...client,
+    ...timeouts,
+    clientId,
+    brokers: [bootstrap],
+    retry: { retries: 0 },
+    logLevel: logLevel.NOTHING,
   });
 }
