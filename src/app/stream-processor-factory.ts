@@ -1,13 +1,13 @@
 import { ResultEncoder } from "../contracts/result-codec.js";
 import { CompletionBuilder } from "../delivery/completion-builder.js";
 import { PartitionCommitter } from "../delivery/partition-committer.js";
+import { MAX_SEND_BYTES } from "../delivery/size-refusal.js";
 import { fallbackPolicyFor } from "../fallback/fallback-policy.js";
 import { FallbackRules } from "../fallback/fallback-rules.js";
 import { mayBeMissingTopic } from "../kafka/client/kafka-failure.js";
 import { assertOutputTopics, changelogTopicFor, type OutputTopic } from "../kafka/client/topic-admin.js";
 import { ConsumerLoop } from "../kafka/read/consumer-loop.js";
 import { KafkaRestoreSources } from "../kafka/read/restore-sources.js";
-import { MAX_SEND_BYTES } from "../kafka/write/record-collector.js";
 import { createResultPublisher } from "../kafka/write/result-publisher.js";
 import { PartitionRestorer } from "../processor/partition-restorer.js";
 import type { CommitterFactory } from "../processor/processor-ports.js";
@@ -99,6 +99,7 @@ export function createStreamProcessor(
         onCommitted: hooks.onCommitted,
         ...(hooks.commitShare ? { commitShare: hooks.commitShare } : {}),
         offsetCheckpoint: { topic: changelogTopic, partition: tp.partition },
+        tracer: o.tracer,
         onFailure: (error) => {
           if (isAccessFailure(error) && wiring.onAccessFailure) wiring.onAccessFailure(error);
           // A missing output topic looks transient to kafkajs; a reset would retry it forever.
@@ -147,6 +148,7 @@ export function createStreamProcessor(
     events: o.events,
     log: o.log,
     clock: systemClock,
+    tracer: o.tracer,
     changelogTopicOf: (topic) => changelogTopicFor(o.dedupChangelogBase, o.groupId, topic),
     // At start, every output but the runs topic: the first `sluice backfill submit` creates that one,
     // and backfill rows (the only ones that write it) come with a submit.

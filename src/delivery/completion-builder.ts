@@ -1,5 +1,7 @@
+import type { RecordHeaders } from "../contracts/codec.js";
 import type { InferenceResult } from "../contracts/inference.js";
 import { RUN_ID_HEADER } from "../contracts/lane.js";
+import type { RequestSpan } from "../tracing/pipeline-tracer.js";
 import {
   buildDeadLetter,
   buildPayloadlessDeadLetter,
@@ -34,11 +36,15 @@ export const OUTPUT_TOO_LARGE = "OUTPUT_TOO_LARGE";
 export class CompletionBuilder {
   constructor(private readonly opts: CompletionBuilderOptions) {}
 
-  /** A record that ends as a dead letter (undecodable, invalid, failed in the model, unencodable). */
+  /**
+   * A record that ends as a dead letter (undecodable, invalid, failed in the model, unencodable).
+   * With the request's `span`, the dead letter's `traceparent` points at it (docs/observability.md).
+   */
   deadLetter(
     source: DeadLetterSource,
     error: DeadLetterError,
     changelog: OutboundMessage[] = [],
+    span?: RequestSpan,
   ): RecordCompletion {
     const dl = buildDeadLetter(source, error, { maxBytes: this.opts.maxDeadLetterBytes });
     return {
@@ -47,7 +53,7 @@ export class CompletionBuilder {
           topic: this.opts.deadLetterTopic,
           key: dl.key,
           value: dl.value,
-          headers: dl.headers,
+          headers: withTraceHeaders(dl.headers, span),
           timestamp: dl.timestamp,
         },
       ],
@@ -60,12 +66,13 @@ export class CompletionBuilder {
         stage: error.stage,
         ...(source.key ? { key: source.key.toString("utf8") } : {}),
       },
+      span,
     };
   }
 
   /** A request id already seen: counted, nothing published. */
-  duplicate(recordTimestampMs: number): RecordCompletion {
-    return { outputs: [], changelog: [], outcome: "duplicate", recordTimestampMs };
+  duplicate(recordTimestampMs: number, span?: RequestSpan): RecordCompletion {
+    return { outputs: [], changelog: [], outcome: "duplicate", recordTimestampMs, span };
   }
 
   /**
@@ -77,10 +84,11 @@ export class CompletionBuilder {
     ctx: ResultContext,
     outcome: ResultOutcome,
     changelog: OutboundMessage[],
+    span?: RequestSpan,
   ): RecordCompletion {
     const route = routeOutcome(ctx, outcome);
     if (route.kind === "dead_letter")
-      return withRequestId(this.deadLetter(source, route.error, changelog), ctx.request.id);
+      return withRequestId(this.deadLetter(source, route.error, changelog, span), ctx.request.id);
     // Backfill results go to their own topic and carry the run id as a header too, so `backfill
     // status`/`export` find a run's results without decoding every record of a shared topic.
     const backfill = ctx.lane === "backfill";
@@ -92,7 +100,7 @@ export class CompletionBuilder {
       // e.g. a value the Avro schema rejects: this record fails, its neighbours don't.
       const message = `result could not be encoded: ${error instanceof Error ? error.message : String(error)}`;
       return withRequestId(
-        this.deadLetter(source, { code: "INTERNAL", message, stage: "deliver" }, changelog),
+        this.deadLetter(source, { code: "INTERNAL", message, stage: "deliver" }, changelog, span),
         ctx.request.id,
       );
     }
@@ -101,14 +109,29 @@ export class CompletionBuilder {
       : this.opts.resultsTopic;
     const headers = ctx.runId ? { ...encoded.headers, [RUN_ID_HEADER]: ctx.runId } : encoded.headers;
     return {
-      outputs: [{ topic, key: ctx.request.id, value: encoded.value, headers }],
+      outputs: [
+        { topic, key: ctx.request.id, value: encoded.value, headers: withTraceHeaders(headers, span) },
+      ],
       changelog,
       outcome: "result",
       status: route.result.status,
       ...(route.result.error ? { errorCode: route.result.error.code } : {}),
       recordTimestampMs: Number(source.timestamp),
+      span,
     };
   }
+}
+
+/**
+ * `headers` with the request span's `traceparent` (and `tracestate`) in place of any the record
+ * had, so a reader continues the request's trace; `headers` itself when tracing is off (no span
+ * headers: nothing is read, copied or allocated).
+ */
+function withTraceHeaders<H extends RecordHeaders>(headers: H, span: RequestSpan | undefined): H {
+  const trace = span?.traceHeaders();
+  if (trace === undefined) return headers;
+  const { traceparent: _parent, tracestate: _state, ...rest } = headers;
+  return { ...rest, ...trace } as H;
 }
 
 function withRequestId(completion: RecordCompletion, requestId: string): RecordCompletion {
@@ -145,11 +168,19 @@ export function withoutPayload(
     outputBytes,
   );
   return {
-    outputs: [{ topic: deadLetterTopic, key: dl.key, value: dl.value, headers: dl.headers }],
+    outputs: [
+      {
+        topic: deadLetterTopic,
+        key: dl.key,
+        value: dl.value,
+        headers: withTraceHeaders(dl.headers, completion.span),
+      },
+    ],
     changelog: completion.changelog,
     outcome: "dead_letter",
     errorCode: OUTPUT_TOO_LARGE,
     recordTimestampMs: completion.recordTimestampMs,
     deadLetter: { ...completion.deadLetter, offset: source.offset, stage: "deliver" },
+    span: completion.span,
   };
 }

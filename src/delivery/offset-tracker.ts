@@ -12,7 +12,7 @@ export interface CommittableRange<T> {
   nextOffset: string;
   /** Completion payloads in offset order, one per record of the prefix. */
   completions: T[];
-  /** Offsets of those records, same order (a slice can be committed in smaller pieces). */
+  /** Offsets of those records, same order (a dead letter names its source offset by them). */
   offsets: string[];
   /** True when a limit cut the slice: more completed records were ready behind it. */
   capped: boolean;
@@ -101,6 +101,16 @@ export class OffsetTracker<T> {
       offsets: taken.map((s) => s.offset.toString()),
       capped,
     };
+  }
+
+  /** Completion payloads of the records completed and not handed out yet (behind a gap, or not taken). */
+  completedNotTaken(): T[] {
+    const out: T[] = [];
+    for (let i = this.head; i < this.slots.length; i++) {
+      const slot = this.slots[i] as Slot<T>;
+      if (slot.done) out.push(slot.completion as T);
+    }
+    return out;
   }
 
   /** Forgets everything (after a seek back to the committed offset). */

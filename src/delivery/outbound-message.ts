@@ -1,4 +1,5 @@
 import type { RecordHeaders } from "../contracts/codec.js";
+import type { RequestSpan } from "../tracing/pipeline-tracer.js";
 
 /** One record to publish for an input partition (transport-free; the Kafka publishers send it). */
 export interface OutboundMessage {
@@ -34,6 +35,11 @@ export interface RecordCompletion {
   runCost?: { runId: string; items: number; tokens: number; cpuMs: number };
   /** For dead letters: which record it was, for the dead-letter log (hashed there; never the value). */
   deadLetter?: DeadLetterNote;
+  /**
+   * The request's span (docs/observability.md, "Tracing"): the committer's transaction ends it at
+   * the commit, or it is aborted when the record is given up. The do-nothing span when tracing is off.
+   */
+  span?: RequestSpan;
 }
 
 /** Where a dead-lettered record came from: its offset, failing stage, and request id or Kafka key. */

@@ -2,9 +2,11 @@ import { encodeRunCostShare, type RunCostShare, runCostShareKey } from "../contr
 import type { SluiceEvents } from "../events/sluice-events.js";
 import { SluiceError } from "../sluice-error.js";
 import type { Clock } from "../time/clock.js";
+import { NO_TRACING_TRACER, type PipelineTracer } from "../tracing/pipeline-tracer.js";
 import { withoutPayload } from "./completion-builder.js";
 import { type CommittableRange, OffsetTracker } from "./offset-tracker.js";
 import { completionBytes, type OutboundMessage, type RecordCompletion } from "./outbound-message.js";
+import { retrySizeRefusals } from "./size-refusal.js";
 
 /** Records a committer sends with a later transaction (`PartitionCommitter.attach`). */
 export interface AttachedUnit {
@@ -38,14 +40,21 @@ export interface PublishUnit {
   outputs: OutboundMessage[];
   bookkeeping: OutboundMessage[];
   nextOffset: string;
+  /** Called once everything is sent (with transactions: the offsets too), before the commit. */
+  sent?: () => void;
 }
+
+/** The code a request span ends with when its committer closes before its record was committed. */
+export const NOT_COMMITTED = "PARTITION_CLOSED";
 
 /**
  * How a `PartitionCommitter` makes a unit visible (src/kafka/write/result-publisher.ts: in a Kafka
  * transaction, or at least once). Implementations throw a classified `SluiceError` (PRODUCER_FENCED,
  * TRANSACTION_FAILED or PUBLISH_FAILED) and are not used again after a throw, except
- * PUBLISH_TOO_LARGE: the broker refused a record or batch as too large, the unit was aborted
- * (transactions) and the publisher stays usable, so the caller can retry in smaller units.
+ * PUBLISH_TOO_LARGE: the broker refused a send as too large, the unit was aborted (transactions) and
+ * the publisher stays usable, its `SendBound` halved when the refused send held several records, and
+ * names the send in the error's context (`records`, `recordIndex` of its first record in outputs
+ * then bookkeeping; src/delivery/size-refusal.ts), so the caller can publish the unit again.
  */
 export interface ResultPublisher {
   publish(unit: PublishUnit): Promise<void>;
@@ -75,9 +84,9 @@ export interface PartitionCommitterOptions {
    */
   maxTransactionBytes: number;
   /**
-   * Where a record's outputs go when the broker refuses them as too large even alone: a dead letter
-   * without payload (key, value and original headers dropped; error headers kept). Without it such a
-   * record fails the committer like any other publish error.
+   * Where a record's outputs go when the broker refuses one of them as too large even alone: a dead
+   * letter without payload (key, value and original headers dropped; error headers kept), in the same
+   * transaction. Without it such a record fails the committer like any other publish error.
    */
   deadLetterTopic?: string;
   /**
@@ -97,6 +106,11 @@ export interface PartitionCommitterOptions {
   onCommitted?: () => void;
   /** Called once when a commit fails; the committer is dead afterwards (sticky error). */
   onFailure: (error: SluiceError) => void;
+  /**
+   * The transaction spans (docs/observability.md, "Tracing"): one per unit; a commit ends its
+   * requests' spans, and records given up (failure, close) end theirs with a code. Default: off.
+   */
+  tracer?: PipelineTracer;
 }
 
 /**
@@ -108,9 +122,12 @@ export interface PartitionCommitterOptions {
  *   and on `commitSoon` (backpressure);
  * - slicing: each transaction takes at most `maxTransactionRecords` / `maxTransactionBytes`, cut at a
  *   record boundary so its offset covers exactly its outputs;
- * - halving: a unit the broker refuses as too large (PUBLISH_TOO_LARGE) is split in two, each half
- *   with its own offset, down to one record, whose outputs are then replaced by a payload-less dead
- *   letter (once); only if that fails too the committer fails;
+ * - size refusals (PUBLISH_TOO_LARGE), by the one rule of size-refusal.ts: a unit refused in a send
+ *   of several records is published again, whole, in one transaction with its one offset (the
+ *   publisher has halved its send bound); a record's output refused alone replaces that record's
+ *   outputs by a payload-less dead letter (once), in the same transaction; a dead letter refused
+ *   again, or a refused record that is no completion's output (a cost share, a changelog entry, the
+ *   checkpoint), fails the committer;
  * - sticky errors: after a failed unit the committer refuses further work and reports once through
  *   `onFailure`; the owner drops in-flight work and builds a fresh committer;
  * - events: `transaction.finished` per unit and `record.outcome` per committed record.
@@ -220,6 +237,8 @@ export class PartitionCommitter {
       this.stopCadence();
       if (options.commit && !this.failure) await this.commitNow().catch(() => undefined);
       else if (this.committing) await this.committing.catch(() => undefined);
+      // Whatever did not commit is given up here: the next owner reads those records again.
+      abortSpans(this.tracker.completedNotTaken(), this.failure?.code ?? NOT_COMMITTED);
       await this.publisher.close();
     })();
     return this.closed;
@@ -262,10 +281,14 @@ export class PartitionCommitter {
         }
         this.inTransaction = range.completions.length;
         try {
-          await this.commitRange(range, false);
+          await this.commitRange(range);
         } finally {
           this.inTransaction = 0;
         }
+        // Failed for good: its records are given up.
+        // (the loop's guard narrowed `failure`; commitRange may have set it)
+        const failure = this.failure as SluiceError | undefined;
+        if (failure) abortSpans(range.completions, failure.code);
         if (!this.failure) this.opts.onCommitted?.();
         // Continue only with what was already ready when this slice was cut. Records that completed
         // during the transaction wait for the next tick: looping on them would turn the commit
@@ -289,48 +312,47 @@ export class PartitionCommitter {
     if (this.attached.length === 0 || this.tracker.size > 0 || this.failure) return;
     let at = this.lastCommitted;
     for (const a of this.attached) if (BigInt(a.atOffset) > at) at = BigInt(a.atOffset);
-    await this.runTransaction(at.toString(), []);
+    await this.commitRange({ completions: [], offsets: [], nextOffset: at.toString(), capped: false });
     if (!this.failure) this.opts.onCommitted?.();
   }
 
   /**
-   * Publishes a range; when the broker refuses it as too large, halves it at a record boundary and
-   * publishes the halves in order, each with its own offset. A single record still refused gets its
-   * outputs replaced by a payload-less dead letter (once); only if that fails too the committer fails.
+   * Publishes a range in one transaction with its offset, by size-refusal.ts's one retry loop: after a
+   * refused send of several records the whole range again (the publisher halved its send bound); a
+   * completion whose output the broker refuses alone is replaced by `withoutPayload` (a dead letter
+   * with its reason, no payload, the changelog entry kept), once. Every consumed record still ends as
+   * exactly one result, dead letter or counted duplicate, and the offset never moves past a record
+   * whose outputs did not commit. The committer fails only when a replacement is refused too, or
+   * when nothing may replace the refused record (no dead-letter topic; not a completion's output).
    */
-  private async commitRange(range: CommittableRange<RecordCompletion>, stripped: boolean): Promise<void> {
-    const error = await this.runTransaction(range.nextOffset, range.completions);
-    if (!error) return;
-    if (error.code === "PUBLISH_TOO_LARGE" && range.completions.length > 1) {
-      const half = Math.ceil(range.completions.length / 2);
-      for (const part of [sliceRange(range, 0, half), sliceRange(range, half, range.completions.length)]) {
-        await this.commitRange(part, false);
-        if (this.failure) return;
-      }
-      return;
+  private async commitRange(range: CommittableRange<RecordCompletion>): Promise<void> {
+    const deadLetterTopic = this.opts.deadLetterTopic;
+    try {
+      await retrySizeRefusals({
+        parts: range.completions,
+        recordsOf: (c) => c.outputs.length,
+        write: (completions) => this.runTransaction(range.nextOffset, completions),
+        onRefused: (completion, index, failure) => {
+          const offset = range.offsets[index];
+          if (deadLetterTopic === undefined || offset === undefined) throw failure;
+          const source = { topic: this.topic, partition: this.partition, offset };
+          return withoutPayload(completion, source, deadLetterTopic);
+        },
+      });
+    } catch (error) {
+      // A failure other than a size refusal has failed the committer already (with its duration).
+      this.fail(asFailure(error, this.topic, this.partition), range.completions.length, 0);
     }
-    const only = range.completions[0];
-    const offset = range.offsets[0];
-    if (
-      error.code === "PUBLISH_TOO_LARGE" &&
-      !stripped &&
-      only &&
-      offset !== undefined &&
-      this.opts.deadLetterTopic !== undefined
-    ) {
-      const source = { topic: this.topic, partition: this.partition, offset };
-      const replaced = withoutPayload(only, source, this.opts.deadLetterTopic);
-      await this.commitRange({ ...range, completions: [replaced] }, true);
-      return;
-    }
-    this.fail(error, range.completions.length, 0);
   }
 
-  /** Publishes one unit; returns the classified error instead of failing, so the caller can split. */
-  private async runTransaction(
-    nextOffset: string,
-    completions: RecordCompletion[],
-  ): Promise<SluiceError | undefined> {
+  /**
+   * Publishes one unit; throws the classified error. A size refusal is an aborted attempt (the event
+   * and the span say so) for commitRange to retry; any other failure fails the committer first.
+   * The records, in the order the publisher numbers them (`recordIndex`): the completions' outputs,
+   * riding attached outputs, run cost shares, then the bookkeeping (changelog entries, attached
+   * bookkeeping, the checkpoint).
+   */
+  private async runTransaction(nextOffset: string, completions: readonly RecordCompletion[]): Promise<void> {
     const started = this.clock.now();
     // Changelog entries and the checkpoint are bookkeeping: at-least-once publishes them only after
     // the outputs are durable (a changelog entry must never stand for an unpublished result).
@@ -364,21 +386,23 @@ export class PartitionCommitter {
       });
     }
     const records = completions.length;
+    const tx = (this.opts.tracer ?? NO_TRACING_TRACER).startTransaction(
+      this.topic,
+      this.partition,
+      completions,
+    );
     try {
-      await this.publisher.publish({ outputs, bookkeeping, nextOffset });
+      await this.publisher.publish({
+        outputs,
+        bookkeeping,
+        nextOffset,
+        ...(this.opts.tracer?.enabled ? { sent: () => tx.sent() } : {}),
+      });
     } catch (error) {
-      const failure =
-        error instanceof SluiceError
-          ? error
-          : new SluiceError(
-              "INTERNAL",
-              `publishing ${this.topic}[${this.partition}] failed: ${String(error)}`,
-              {
-                cause: error,
-              },
-            );
+      const failure = asFailure(error, this.topic, this.partition);
+      tx.abort(transactionFailure(failure), failure.code);
       if (failure.code === "PUBLISH_TOO_LARGE") {
-        // Aborted and retried in smaller units by commitRange; not a failure of the partition.
+        // Aborted and retried by commitRange; not a failure of the partition (unless it cannot be retried).
         this.opts.events.emit("transaction.finished", {
           topic: this.topic,
           partition: this.partition,
@@ -386,16 +410,17 @@ export class PartitionCommitter {
           records,
           durationMs: this.clock.now() - started,
         });
-        return failure;
+      } else {
+        this.fail(failure, records, this.clock.now() - started);
       }
-      this.fail(failure, records, this.clock.now() - started);
-      return undefined;
+      throw failure;
     }
     if (BigInt(nextOffset) > this.lastCommitted) this.lastCommitted = BigInt(nextOffset);
     for (const a of riding) {
       this.attached.splice(this.attached.indexOf(a), 1);
       a.onCommitted();
     }
+    tx.commit();
     const now = this.clock.now();
     const last = completions[completions.length - 1];
     this.opts.events.emit("transaction.finished", {
@@ -419,7 +444,6 @@ export class PartitionCommitter {
         ...(c.deadLetter ? { deadLetter: c.deadLetter } : {}),
       });
     }
-    return undefined;
   }
 
   private fail(error: SluiceError, records: number, durationMs: number): void {
@@ -439,6 +463,25 @@ export class PartitionCommitter {
   private throwIfFailed(): void {
     if (this.failure) throw this.failure;
   }
+}
+
+/** A publish error as the committer's failure: a SluiceError as is, anything else INTERNAL. */
+function asFailure(error: unknown, topic: string, partition: number): SluiceError {
+  if (error instanceof SluiceError) return error;
+  return new SluiceError("INTERNAL", `publishing ${topic}[${partition}] failed: ${String(error)}`, {
+    cause: error,
+  });
+}
+
+/** How a unit that failed with `error` ended: aborted (too large, retried), fenced or failed. */
+function transactionFailure(error: SluiceError): "aborted" | "fenced" | "failed" {
+  if (error.code === "PUBLISH_TOO_LARGE") return "aborted";
+  return error.code === "PRODUCER_FENCED" ? "fenced" : "failed";
+}
+
+/** Ends the request spans of records given up without a commit. */
+function abortSpans(completions: readonly RecordCompletion[], code: string): void {
+  for (const c of completions) c.span?.abort(code);
 }
 
 /** The runs' shares of one transaction's completions, one per run id, in first-seen order. Pure. */
@@ -471,18 +514,4 @@ export function runCostShares(
     share.modelCpuMs += cost.cpuMs;
   }
   return [...byRun.values()];
-}
-
-function sliceRange(
-  range: CommittableRange<RecordCompletion>,
-  from: number,
-  to: number,
-): CommittableRange<RecordCompletion> {
-  const offsets = range.offsets.slice(from, to);
-  return {
-    completions: range.completions.slice(from, to),
-    offsets,
-    nextOffset: (BigInt(offsets[offsets.length - 1] as string) + 1n).toString(),
-    capped: range.capped,
-  };
 }

@@ -70,9 +70,12 @@ describe("StreamProcessor limits (real Kafka, no-op model)", () => {
     const w = watch(events);
     const processor = createStreamProcessor(options(layout, events));
     await processor.start();
-    const results = await readCommitted(layout.results, { expected: 2, settleMs: 1000, timeoutMs: 30_000 });
-    const deadLetters = await readCommitted(layout.deadLetters, { expected: 1, settleMs: 300 });
-    await processor.close();
+    const results = await readCommitted(layout.results, {
+      expected: 2,
+      timeoutMs: 30_000,
+      stopWriters: () => processor.close(),
+    });
+    const deadLetters = await readCommitted(layout.deadLetters, { expected: 1 });
 
     expect(resultIds(results).sort()).toEqual(["ok-0", "ok-1"]);
     expect(deadLetters).toHaveLength(1);
@@ -88,40 +91,59 @@ describe("StreamProcessor limits (real Kafka, no-op model)", () => {
     expect(w.restores()).toBe(1); // no reset loop
   }, 60_000);
 
-  it("dead-letters a record without payload when the broker refuses its output even alone", async () => {
-    const base = uniqueName("tiny-dlq");
-    const layout = layoutFor(base);
-    // A dead-letter topic far below the processor's budget: the broker answers MESSAGE_TOO_LARGE.
-    await createTopics([
-      { topic: layout.deadLetters, configEntries: [{ name: "max.message.bytes", value: "20000" }] },
-    ]);
-    await ensureTopics(testKafka(), layout);
-    await produceMessages(layout.requests[0] as string, [
-      request("ok-0"),
-      { key: "bad", value: Buffer.alloc(200_000, 0x42) },
-      request("ok-1"),
-    ]);
-    const events = new SluiceEvents();
-    const w = watch(events);
-    const outcomes: string[] = [];
-    events.on("record.outcome", (e) => outcomes.push(e.errorCode ?? e.outcome));
-    const processor = createStreamProcessor(options(layout, events));
-    await processor.start();
-    const results = await readCommitted(layout.results, { expected: 2, settleMs: 1000, timeoutMs: 30_000 });
-    const deadLetters = await readCommitted(layout.deadLetters, { expected: 1, settleMs: 300 });
-    await processor.close();
+  // Both delivery modes: their publishers report a refused send alike (records, recordIndex), so the
+  // committer's one size-refusal loop (src/delivery/size-refusal.ts) maps it to the same record.
+  it.each([
+    ["in a transaction", true],
+    ["at least once", false],
+  ])(
+    "dead-letters a record without payload when the broker refuses its output even alone (%s)",
+    async (_, transactions) => {
+      const base = uniqueName("tiny-dlq");
+      const layout = layoutFor(base);
+      // A dead-letter topic far below the processor's budget: the broker answers MESSAGE_TOO_LARGE.
+      await createTopics([
+        { topic: layout.deadLetters, configEntries: [{ name: "max.message.bytes", value: "20000" }] },
+      ]);
+      await ensureTopics(testKafka(), layout);
+      await produceMessages(layout.requests[0] as string, [
+        request("ok-0"),
+        { key: "bad", value: Buffer.alloc(200_000, 0x42) },
+        request("ok-1"),
+      ]);
+      const events = new SluiceEvents();
+      const w = watch(events);
+      const outcomes: string[] = [];
+      events.on("record.outcome", (e) => outcomes.push(e.errorCode ?? e.outcome));
+      const processor = createStreamProcessor(options(layout, events, { transactions }));
+      await processor.start();
+      // All three committed before the reads stop the processor (at least once, a first read may see
+      // a repeated result twice and stop early).
+      for (let waited = 0; outcomes.length < 3 && waited < 30_000; waited += 50) {
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const results = await readCommitted(layout.results, {
+        expected: 2,
+        timeoutMs: 30_000,
+        stopWriters: () => processor.close(),
+      });
+      const deadLetters = await readCommitted(layout.deadLetters, { expected: 1 });
 
-    expect(results).toHaveLength(2);
-    expect(deadLetters).toHaveLength(1);
-    const dl = deadLetters[0] as (typeof deadLetters)[number];
-    expect(dl.value).toBeNull();
-    expect(String(dl.headers[DEAD_LETTER_HEADERS.code])).toBe(OUTPUT_TOO_LARGE);
-    expect(String(dl.headers[DEAD_LETTER_HEADERS.offset])).toBe("1");
-    expect(outcomes.sort()).toEqual([OUTPUT_TOO_LARGE, "result", "result"].sort());
-    expect(w.tx.aborted).toBeGreaterThan(0); // the refused attempts, retried smaller
-    expect(w.tx.failed + w.tx.fenced).toBe(0);
-    expect(w.restores()).toBe(1);
-  }, 60_000);
+      // At least once, a refused attempt's accepted sends stay published: the retry repeats them.
+      if (transactions) expect(results).toHaveLength(2);
+      expect(new Set(resultIds(results))).toEqual(new Set(["ok-0", "ok-1"]));
+      expect(deadLetters).toHaveLength(1);
+      const dl = deadLetters[0] as (typeof deadLetters)[number];
+      expect(dl.value).toBeNull();
+      expect(String(dl.headers[DEAD_LETTER_HEADERS.code])).toBe(OUTPUT_TOO_LARGE);
+      expect(String(dl.headers[DEAD_LETTER_HEADERS.offset])).toBe("1");
+      expect(outcomes.sort()).toEqual([OUTPUT_TOO_LARGE, "result", "result"].sort());
+      expect(w.tx.aborted).toBeGreaterThan(0); // the refused attempts, retried with smaller sends
+      expect(w.tx.failed + w.tx.fenced).toBe(0);
+      expect(w.restores()).toBe(1);
+    },
+    60_000,
+  );
 
   it("drains a fast backlog with a long commit interval: bounded, capped transactions, every record once", async () => {
     const base = uniqueName("backlog");
@@ -155,9 +177,15 @@ describe("StreamProcessor limits (real Kafka, no-op model)", () => {
     );
     const started = Date.now();
     await processor.start();
-    const results = await readCommitted(layout.results, { expected: n, settleMs: 1000, timeoutMs: 60_000 });
-    const drainMs = Date.now() - started;
-    await processor.close();
+    let drainMs = 0;
+    const results = await readCommitted(layout.results, {
+      expected: n,
+      timeoutMs: 60_000,
+      stopWriters: () => {
+        drainMs = Date.now() - started;
+        return processor.close();
+      },
+    });
 
     const ids = resultIds(results);
     expect(ids).toHaveLength(n);
@@ -191,10 +219,9 @@ describe("StreamProcessor limits (real Kafka, no-op model)", () => {
       await processor.start();
       const results = await readCommitted(layout.results, {
         expected: ids.length,
-        settleMs: 1000,
         timeoutMs: 30_000,
+        stopWriters: () => processor.close(),
       });
-      await processor.close();
       const got = resultIds(results);
       expect(got.sort()).toEqual([...ids].sort());
       expect(outcomes).toEqual({ result: ids.length, dead_letter: 0, duplicate: 0 });

@@ -1,3 +1,4 @@
+import type { RefusedSend } from "../../delivery/size-refusal.js";
 import { SluiceError } from "../../sluice-error.js";
 import { errorChain } from "../client/kafka-failure.js";
 
@@ -5,9 +6,10 @@ import { errorChain } from "../client/kafka-failure.js";
  * What a writer's produce or transaction failure means, for every Sluice writer (one home, so the
  * result publishers, the batch topic sink and the backfill run writer cannot drift apart):
  * - PUBLISH_TOO_LARGE: the broker refused a record or record batch as too large. Retrying the same
- *   request cannot succeed; a smaller one can (`TransactionalProducer` halves its send bound, the
- *   committer halves its range). `context.records` is how many records the refused send held: 1 means
- *   that record is too large alone, a permanent fact about it.
+ *   request cannot succeed; a smaller one can. `context.records` is how many records the refused send
+ *   held (1: that record is too large alone, a permanent fact about it) and `context.recordIndex` the
+ *   index of its first record in the unit; what a writer does with it is the one rule of
+ *   src/delivery/size-refusal.ts.
  * - PRODUCER_FENCED: a newer producer with the same transactional id took over (a newer owner of the
  *   partition, a second run of the same shard or submission). Never retried by the fenced side.
  * - TRANSACTION_FAILED: anything else (timeouts, leader moves, a broker restart); retriable.
@@ -45,14 +47,14 @@ function isFenced(error: unknown): boolean {
   });
 }
 
-/** A PUBLISH_TOO_LARGE for a refused send of `records` records (see the module comment). */
-export function tooLarge(error: unknown, subject: FailureSubject, records: number): SluiceError {
+/** A PUBLISH_TOO_LARGE for a refused send (see the module comment). */
+export function tooLarge(error: unknown, subject: FailureSubject, send: RefusedSend): SluiceError {
   const message = error instanceof Error ? error.message : String(error);
-  const what = records === 1 ? "a record" : `a send of ${records} records`;
+  const what = send.records === 1 ? "a record" : `a send of ${send.records} records`;
   return new SluiceError(
     "PUBLISH_TOO_LARGE",
     `the broker refused ${what} of ${subject.name} as too large (${message})`,
-    { retriable: records > 1, cause: error, context: { ...subject.context, records } },
+    { retriable: send.records > 1, cause: error, context: { ...subject.context, ...send } },
   );
 }
 
@@ -61,10 +63,10 @@ export function classifyProduceFailure(
   error: unknown,
   subject: FailureSubject,
   doing: string,
-  records = 0,
+  send: RefusedSend = { records: 0, recordIndex: 0 },
 ): SluiceError {
   if (error instanceof SluiceError) return error;
-  if (isTooLarge(error)) return tooLarge(error, subject, records);
+  if (isTooLarge(error)) return tooLarge(error, subject, send);
   const message = error instanceof Error ? error.message : String(error);
   if (isFenced(error)) {
     return new SluiceError(

@@ -9,11 +9,11 @@ import { estimateBytes, type OutboundMessage } from "../../delivery/outbound-mes
  * kafkajs puts all messages of one partition in a call into a single record batch and does not split
  * it, and the broker refuses a batch above the topic's `max.message.bytes` (broker default
  * `message.max.bytes`, 1 MiB) with MESSAGE_TOO_LARGE. A chunk bounded by records (500 embedding
- * results of ~8 KB to one partition) fails on every retry, so chunks are bounded by bytes: at most
- * `delivery.maxTransactionBytes` and this, half the broker default. A topic with a smaller limit is
- * learned from the broker's refusal (TransactionalProducer halves its bound), not configured twice.
+ * results of ~8 KB to one partition) fails on every retry, so chunks are bounded by bytes: by the
+ * writer's `SendBound` (src/delivery/size-refusal.ts: at most `delivery.maxTransactionBytes` and
+ * MAX_SEND_BYTES, half the broker default, and halved after each refused send of several records, so a
+ * topic with a smaller limit is learned from the broker's refusals, not configured twice).
  */
-export const MAX_SEND_BYTES = 512 * 1024;
 
 type KafkaMessageOut = Omit<OutboundMessage, "topic" | "headers"> & { headers?: IHeaders };
 export type TopicMessages = { topic: string; messages: KafkaMessageOut[] }[];

@@ -1,6 +1,7 @@
 import type { Kafka, Producer } from "kafkajs";
 import type { OutboundMessage } from "../../delivery/outbound-message.js";
 import type { PublishUnit, ResultPublisher } from "../../delivery/partition-committer.js";
+import { SendBound } from "../../delivery/size-refusal.js";
 import { SluiceError } from "../../sluice-error.js";
 import { type KafkaAccess, kafkaFailure, narrowTopicDenial } from "../client/kafka-failure.js";
 import { isTooLarge, partitionSubject, tooLarge } from "./produce-failure.js";
@@ -24,7 +25,7 @@ export interface ResultPublisherOptions {
   transactions: boolean;
   /** `delivery.transactionTimeoutMs`. */
   transactionTimeoutMs: number;
-  /** `delivery.maxTransactionBytes`: also bounds each send. */
+  /** `delivery.maxTransactionBytes`: also where each send's bound starts (size-refusal.ts `SendBound`). */
   maxTransactionBytes: number;
   /** At-least-once only (required then): commits the group offset (next offset to read) through the consumer. */
   commitOffset?: (nextOffset: string) => Promise<void>;
@@ -97,6 +98,7 @@ class TransactionalPublisher implements ResultPublisher {
           partition: this.target.partition,
           offset: unit.nextOffset,
         },
+        ...(unit.sent ? { beforeCommit: async () => unit.sent?.() } : {}),
       },
       "committing a transaction",
     );
@@ -114,14 +116,18 @@ class TransactionalPublisher implements ResultPublisher {
  * that its outputs are durable, so restoring dedup from the changelog never hides an unpublished
  * result. A crash between the sends and the offset commit republishes the uncommitted records
  * (duplicates, unless the changelog entry landed and dedup catches them). No fencing: a zombie can
- * publish until its group membership expires.
+ * publish until its group membership expires. Sends are bounded by a learned `SendBound` and a size
+ * refusal is reported like `TransactionalProducer.run` reports it (`records` in the refused send,
+ * `recordIndex` of its first record in outputs then bookkeeping), so the committer's one retry loop
+ * (src/delivery/size-refusal.ts) treats both modes alike; records sent before the refusal are
+ * published again by the retry (at least once).
  */
 class AtLeastOncePublisher implements ResultPublisher {
   private constructor(
     private readonly target: PublisherTarget,
     private producer: Producer,
     private readonly commitOffset: (nextOffset: string) => Promise<void>,
-    private readonly maxSendBytes: number,
+    private readonly bound: SendBound,
   ) {}
 
   static async create(
@@ -133,7 +139,7 @@ class AtLeastOncePublisher implements ResultPublisher {
       target,
       await AtLeastOncePublisher.connect(target),
       commitOffset,
-      maxSendBytes,
+      new SendBound(maxSendBytes),
     );
   }
 
@@ -157,20 +163,28 @@ class AtLeastOncePublisher implements ResultPublisher {
   }
 
   async publish(unit: PublishUnit): Promise<void> {
-    let sending = 0; // records in the send under way (outputs first, then bookkeeping)
+    // The send under way: its first record's index in outputs then bookkeeping, and how many it holds.
+    let from = 0;
+    let sending = 0;
     try {
       for (const records of [unit.outputs, unit.bookkeeping]) {
-        for (const chunk of chunks(records, this.maxSendBytes)) {
+        for (const chunk of chunks(records, this.bound.bytes)) {
           sending = chunk.length;
           await this.producer.sendBatch({ topicMessages: toTopicMessages(chunk) });
+          from += chunk.length;
         }
       }
+      unit.sent?.();
     } catch (error) {
       if (isTooLarge(error)) {
+        this.bound.refused(sending);
         // Same sequence problem as TransactionalProducer.renew: continue with a fresh producer id.
         await this.producer.disconnect().catch(() => undefined);
         this.producer = await AtLeastOncePublisher.connect(this.target);
-        throw tooLarge(error, partitionSubject(this.target.topic, this.target.partition), sending);
+        throw tooLarge(error, partitionSubject(this.target.topic, this.target.partition), {
+          records: sending,
+          recordIndex: from,
+        });
       }
       const denied = kafkaFailure(error, {
         doing: `publishing results of ${this.target.topic}[${this.target.partition}]`,

@@ -1,9 +1,10 @@
 import type { Kafka, Producer, RecordMetadata } from "kafkajs";
 import type { OutboundMessage } from "../../delivery/outbound-message.js";
+import { type RefusedSend, retrySizeRefusals, SendBound } from "../../delivery/size-refusal.js";
 import type { SluiceError } from "../../sluice-error.js";
 import { type KafkaAccess, kafkaFailure, narrowTopicDenial } from "../client/kafka-failure.js";
-import { classifyProduceFailure, type FailureSubject, isTooLarge } from "./produce-failure.js";
-import { chunks, MAX_SEND_BYTES, toTopicMessages } from "./record-collector.js";
+import { classifyProduceFailure, type FailureSubject } from "./produce-failure.js";
+import { chunks, toTopicMessages } from "./record-collector.js";
 
 /**
  * The one transactional write path of Sluice (Kafka Streams' `StreamsProducer` with its
@@ -12,16 +13,16 @@ import { chunks, MAX_SEND_BYTES, toTopicMessages } from "./record-collector.js";
  * It owns:
  * - the producer's lifecycle and the fencing init: `open()` initialises the transactional id, which
  *   fences any earlier holder and aborts (or waits for) the transaction it left open (docs/design.md §3);
- * - byte-bounded sends (record-collector.ts), at most `maxSendBytes` each;
+ * - byte-bounded sends (record-collector.ts), at most its learned `SendBound` each
+ *   (src/delivery/size-refusal.ts: halved after a refused send of several records);
  * - classification (produce-failure.ts) and the naming of access failures (kafka-failure.ts);
- * - recovery from a size refusal: the producer is renewed (see `renew`) and, when the refused send
- *   held more than one record, its send bound is halved for the rest of its life, so the broker's real
- *   limit (a topic's `max.message.bytes`) is learned from the broker instead of configured twice.
+ * - recovery from a size refusal: the producer is renewed (see `renew`), so the next attempt can run.
  *
  * A failed `run` has aborted its transaction; nothing of it is visible to read_committed readers.
  * After PUBLISH_TOO_LARGE (context: `records` in the refused send, `recordIndex` of its first record
- * in the unit) the producer stays usable; after PRODUCER_FENCED it must not be used again;
- * after other failures the caller decides (all callers today drop it).
+ * in the unit) the producer stays usable, and what follows is size-refusal.ts's one retry loop
+ * (`runLeavingOutTooLarge` here, the partition committer for results); after PRODUCER_FENCED it must
+ * not be used again; after other failures the caller decides (all callers today drop it).
  */
 export interface TransactionalProducerOptions {
   kafka: Kafka;
@@ -60,13 +61,13 @@ export interface Send {
 }
 
 export class TransactionalProducer {
-  private sendBytes: number;
+  private readonly bound: SendBound;
 
   private constructor(
     private readonly opts: TransactionalProducerOptions,
     private producer: Producer,
   ) {
-    this.sendBytes = Math.max(1, Math.min(opts.maxSendBytes, MAX_SEND_BYTES));
+    this.bound = new SendBound(opts.maxSendBytes);
   }
 
   /** Connects and initialises the transactional id (fencing every earlier holder of it). */
@@ -76,7 +77,7 @@ export class TransactionalProducer {
 
   /** The current send bound, bytes (halved after a refused multi-record send). */
   get maxSendBytes(): number {
-    return this.sendBytes;
+    return this.bound.bytes;
   }
 
   private static async connect(opts: TransactionalProducerOptions): Promise<Producer> {
@@ -118,7 +119,7 @@ export class TransactionalProducer {
       const open = await this.producer.transaction();
       txn = open;
       const send = async (records: readonly OutboundMessage[]) => {
-        for (const chunk of chunks(records, this.sendBytes)) {
+        for (const chunk of chunks(records, this.bound.bytes)) {
           sending = chunk.length;
           sends.push({
             records: chunk,
@@ -141,10 +142,10 @@ export class TransactionalProducer {
       await open.commit();
       return sends;
     } catch (error) {
-      const failure = await this.classify(error, unit, doing, sending, from);
+      const failure = await this.classify(error, unit, doing, { records: sending, recordIndex: from });
       if (txn && failure.code !== "PRODUCER_FENCED") await txn.abort().catch(() => undefined);
       if (failure.code === "PUBLISH_TOO_LARGE") {
-        if (sending > 1) this.sendBytes = Math.max(1, Math.floor(this.sendBytes / 2));
+        this.bound.refused(sending);
         await this.renew();
       }
       throw failure;
@@ -153,34 +154,25 @@ export class TransactionalProducer {
 
   /**
    * `run` for writers whose records are rows a user can be told about (batch shards, backfill
-   * chunks): after a refused send of several records it runs again with the halved bound, and a
-   * record the broker refuses alone is left out (`onRefused` gets its index in `unit.records`, before
-   * the next attempt) instead of failing the unit on every retry. Bounded: every attempt halves the
-   * bound or removes a record. A refused closing record, and every other failure, is thrown.
+   * chunks), through size-refusal.ts's one retry loop: after a refused send of several records it
+   * runs again with the halved bound, and a record the broker refuses alone is left out (`onRefused`
+   * gets its index in `unit.records`, before the next attempt) instead of failing the unit on every
+   * retry. A refused closing record, and every other failure, is thrown.
    */
-  async runLeavingOutTooLarge(
+  runLeavingOutTooLarge(
     unit: TransactionUnit,
     doing: string,
     onRefused: (index: number) => void,
   ): Promise<Send[]> {
-    const kept = unit.records.map((_, i) => i);
-    for (;;) {
-      try {
-        return await this.run(
-          { ...unit, records: kept.map((i) => unit.records[i] as OutboundMessage) },
-          doing,
-        );
-      } catch (error) {
-        const failure = error as SluiceError;
-        const index = failure.context?.["recordIndex"];
-        if (failure.code !== "PUBLISH_TOO_LARGE" || typeof index !== "number" || index >= kept.length) {
-          throw error;
-        }
-        if (Number(failure.context["records"]) > 1) continue;
-        onRefused(kept[index] as number);
-        kept.splice(index, 1);
-      }
-    }
+    return retrySizeRefusals({
+      parts: unit.records,
+      recordsOf: () => 1,
+      write: (records) => this.run({ ...unit, records }, doing),
+      onRefused: (_, index) => {
+        onRefused(index);
+        return undefined;
+      },
+    });
   }
 
   async close(): Promise<void> {
@@ -191,8 +183,7 @@ export class TransactionalProducer {
     error: unknown,
     unit: TransactionUnit,
     doing: string,
-    records: number,
-    recordIndex: number,
+    send: RefusedSend,
   ): Promise<SluiceError> {
     const topics = [...new Set(unit.records.map((r) => r.topic))];
     const denied = kafkaFailure(error, {
@@ -201,8 +192,7 @@ export class TransactionalProducer {
       access: [{ operation: "WRITE", resourceType: "TOPIC", names: topics }, ...this.opts.access],
     });
     if (denied) return narrowTopicDenial(denied, this.opts.kafka);
-    const subject = { ...this.opts.subject, context: { ...this.opts.subject.context, recordIndex } };
-    return classifyProduceFailure(error, isTooLarge(error) ? subject : this.opts.subject, doing, records);
+    return classifyProduceFailure(error, this.opts.subject, doing, send);
   }
 
   /**

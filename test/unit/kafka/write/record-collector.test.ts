@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import type { OutboundMessage } from "../../../../src/delivery/outbound-message.js";
+import { MAX_SEND_BYTES } from "../../../../src/delivery/size-refusal.js";
 import { classify, isTooLarge } from "../../../../src/kafka/write/produce-failure.js";
-import { chunks, MAX_SEND_BYTES, toTopicMessages } from "../../../../src/kafka/write/record-collector.js";
+import { chunks, toTopicMessages } from "../../../../src/kafka/write/record-collector.js";
 
 const msg = (topic: string, i: number, bytes: number): OutboundMessage => ({
   topic,
