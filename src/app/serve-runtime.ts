@@ -1,7 +1,7 @@
-import type { Kafka } from "kafkajs";
 import type { Logger } from "pino";
 import { backfillResultsTopic, type SluiceConfig } from "../config/config-schema.js";
 import { SluiceEvents } from "../events/sluice-events.js";
+import type { KafkaClient } from "../kafka/client/kafka-client.js";
 import { createKafka } from "../kafka/client/kafka-client.js";
 import { ensureTopics } from "../kafka/client/topic-admin.js";
 import { KafkaGroupOffsetsReader } from "../kafka/probes/kafka-group-offsets-reader.js";
@@ -31,6 +31,7 @@ import { ModelSwitch } from "../processor/model-switch.js";
 import type { StreamProcessor } from "../processor/stream-processor.js";
 import { processorOptionsFromConfig } from "../processor/stream-processor-options.js";
 import type { SluiceError } from "../sluice-error.js";
+import { createTracing, tracingSettings } from "../tracing/index.js";
 import { createStreamProcessor } from "./stream-processor-factory.js";
 import { createWireCodecs } from "./wire-codecs.js";
 
@@ -137,11 +138,23 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
     );
   }
 
+  // Spans of every request (docs/observability.md, "Tracing"): off unless an exporter is set, and then
+  // the OpenTelemetry SDK is loaded; a bad OTEL_* variable stops start-up here (CONFIG_INVALID).
+  const tracing = await createTracing(tracingSettings(config.tracing), {
+    consumerGroup: config.consumer.groupId,
+    instanceId: config.observability.instanceId,
+    maxLinksPerSpan: config.batching.maxBatchSize,
+  });
+  if (tracing.enabled) metrics.observeSpanExports(() => tracing.stats());
+
   const fetchLog = (line: string) => logger.info({ component: "model-fetch" }, line);
   const models = await ModelSet.load(
     await modelRunnerOptionsFromConfig(config, fetchLog),
     await candidateRunnerOptionsFromConfig(config, fetchLog),
-  );
+  ).catch(async (error: unknown) => {
+    await tracing.shutdown();
+    throw error;
+  });
   const model = models.serving.model;
   for (const { role, model: m, cost } of models.roles) {
     events.emit("model.loaded", {
@@ -171,6 +184,7 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
   // process alive, and serve would neither run nor exit.
   const releaseModel = async (error: unknown): Promise<never> => {
     await models.close().catch(() => undefined);
+    await tracing.shutdown();
     throw error;
   };
 
@@ -197,6 +211,7 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
       events,
       log: logger.child({ component: "stream-processor" }),
       codecs,
+      tracer: tracing.tracer,
     }),
     { onAccessFailure: refused },
   );
@@ -247,6 +262,8 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
       await lag.stop().catch(() => undefined);
       // Bounded (shutdown.timeoutMs): what does not finish in time is left to the next owner.
       await processor.close({ timeoutMs: config.shutdown.timeoutMs });
+      // The last spans (the final commits') go out; at most tracing.exportTimeoutMs when the collector hangs.
+      await tracing.shutdown();
       await heartbeat.stop().catch(() => undefined);
       await server.stop();
       await runOffsets.close();
@@ -277,7 +294,7 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
 /** The live page's snapshot: metrics, this instance's assignment, and the backfill runs when there are any. */
 function liveSnapshot(
   config: SluiceConfig,
-  kafka: Kafka,
+  kafka: KafkaClient,
   metrics: SluiceMetrics,
   processor: StreamProcessor,
   offsets: KafkaGroupOffsetsReader,
@@ -307,7 +324,7 @@ function liveSnapshot(
  */
 async function startModelSwitch(
   config: SluiceConfig,
-  kafka: Kafka,
+  kafka: KafkaClient,
   models: ModelSet,
   events: SluiceEvents,
   logger: Logger,

@@ -39,6 +39,19 @@ export const SLUICE_METRIC_NAMES = [
   "sluice_tokens_total",
 ] as const;
 
+/**
+ * What a span export queue reports (the port `observeSpanExports` reads at each scrape; the tracing
+ * room's `Tracing.stats()` fits it, so observability needs nothing of src/tracing): cumulative
+ * counts since start, and the spans waiting now.
+ */
+export interface SpanExportCounts {
+  queued: number;
+  exported: number;
+  dropped: number;
+  failedExports: number;
+  failedSpans: number;
+}
+
 const LATENCY_BUCKETS_S = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
 const SHORT_BUCKETS_S = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 const SIZE_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
@@ -384,6 +397,46 @@ export class SluiceMetrics {
 
   detach(): void {
     for (const d of this.detachers.splice(0)) d();
+  }
+
+  /**
+   * Exports the span export queue's counts (docs/observability.md, "Tracing"), read from `counts`
+   * at each scrape: `sluice_tracing_spans_total{outcome="exported"|"dropped"|"failed"}` (dropped:
+   * the queue was full; failed: lost in a failed export), `sluice_tracing_export_failures_total` and
+   * the `sluice_tracing_queued_spans` gauge. Call once, when tracing is on.
+   */
+  observeSpanExports(counts: () => SpanExportCounts): void {
+    const registers = [this.registry];
+    new Counter({
+      name: "sluice_tracing_spans_total",
+      help: "Ended spans by what became of them: exported, dropped (export queue full: a slow or dead collector) or failed (lost in a failed export).",
+      labelNames: ["outcome"],
+      registers,
+      collect() {
+        const c = counts();
+        this.reset();
+        this.inc({ outcome: "exported" }, c.exported);
+        this.inc({ outcome: "dropped" }, c.dropped);
+        this.inc({ outcome: "failed" }, c.failedSpans);
+      },
+    });
+    new Counter({
+      name: "sluice_tracing_export_failures_total",
+      help: "Span export requests that failed (refused, unreachable, or no answer within tracing.exportTimeoutMs).",
+      registers,
+      collect() {
+        this.reset();
+        this.inc(counts().failedExports);
+      },
+    });
+    new Gauge({
+      name: "sluice_tracing_queued_spans",
+      help: "Ended spans waiting for export now (at most tracing.maxQueueSize).",
+      registers,
+      collect() {
+        this.set(counts().queued);
+      },
+    });
   }
 
   /** Prometheus text exposition of the registry (what `/metrics` serves). */

@@ -5,6 +5,7 @@ import { type LaneBatch, LaneBatcher } from "../microbatch/lane-batcher.js";
 import type { Clock } from "../time/clock.js";
 import type { WorkItem } from "./request-intake.js";
 import type { ProcessorSettings } from "./stream-processor-options.js";
+import { givenUpCode } from "./work-item-spans.js";
 
 export interface LaneDispatcherOptions {
   settings: Pick<ProcessorSettings, "maxBatchSize" | "maxBatchTokens" | "maxWaitMs" | "maxInFlightBatches">;
@@ -64,8 +65,13 @@ export class LaneDispatcher {
     this.batcher.add(item, { lane: item.lane, tokens: item.tokens, deadlineMs: item.deadlineMs });
   }
 
+  /** Removes the queued items `predicate` picks (given up: their spans end); returns how many. */
   drop(predicate: (item: WorkItem) => boolean): number {
-    return this.batcher.drop(predicate);
+    return this.batcher.drop((item) => {
+      if (!predicate(item)) return false;
+      item.span.abort(givenUpCode(item.task, item.generation));
+      return true;
+    });
   }
 
   /** Online requests held: queued, or in formed batches that have not finished. */

@@ -7,10 +7,12 @@ import type { FallbackPolicy } from "../fallback/fallback-policy.js";
 import type { LaneBatch } from "../microbatch/lane-batcher.js";
 import { type ModelCallStats, type ModelPort, modelInputOf, runBatch } from "../model/model-port.js";
 import type { Clock } from "../time/clock.js";
+import { NO_TRACING_TRACER, type PipelineTracer } from "../tracing/pipeline-tracer.js";
 import { groupByModel, type ModelRouter } from "./model-router.js";
 import type { PartitionTask } from "./partition-task.js";
 import type { WorkItem } from "./request-intake.js";
 import type { ShadowScorer } from "./shadow-scorer.js";
+import { abortVoid, givenUpCode } from "./work-item-spans.js";
 
 /** What a MicroBatchRunner needs of the processor (docs/design.md §6.17: a minimal context, not the owner). */
 export interface MicroBatchRunnerContext {
@@ -28,6 +30,8 @@ export interface MicroBatchRunnerContext {
   msPerItem(): number;
   recordInference(size: number, inferenceMs: number): void;
   complete(task: PartitionTask, generation: number, offset: string, completion: RecordCompletion): void;
+  /** The micro-batch and model-call spans (docs/observability.md, "Tracing"). Default: off. */
+  tracer?: PipelineTracer;
 }
 
 /**
@@ -40,8 +44,10 @@ export class MicroBatchRunner {
 
   async run(batch: LaneBatch<WorkItem>): Promise<void> {
     const live = (item: WorkItem) => item.task.isCurrent(item.generation);
+    abortVoid(batch.items);
     const items = batch.items.filter(live);
     if (items.length === 0) return;
+    const span = (this.ctx.tracer ?? NO_TRACING_TRACER).startBatch(batch.lane, batch.reason, items);
     const startedAt = this.ctx.clock.now();
     const toRun: WorkItem[] = [];
     let expired = 0;
@@ -81,12 +87,16 @@ export class MicroBatchRunner {
     // Each model has its own workers: the calls of one batch run side by side, and each group's
     // items complete as soon as its own call returns.
     const runGroup = async (group: (typeof groups)[number]): Promise<void> => {
+      let tokens = 0;
+      for (const item of group.items) tokens += item.tokens;
+      const call = span.modelCall(group.model.identity, group.items.length, tokens);
       const run = await runBatch(
         group.model,
         group.items.map((i) => modelInputOf(group.model.task, i.request)),
         "items",
         { lane: batch.lane },
       );
+      call.end(wholeBatchFailure(run.outcomes));
       stats.inferenceMs += run.stats.inferenceMs;
       stats.realTokens += run.stats.realTokens;
       stats.paddedTokens += run.stats.paddedTokens;
@@ -97,7 +107,10 @@ export class MicroBatchRunner {
       group.items.forEach((item, i) => {
         const outcome = run.outcomes[i] as ResultOutcome;
         if (!outcome.ok) failed++;
-        if (!live(item)) return;
+        if (!live(item)) {
+          item.span.abort(givenUpCode(item.task, item.generation));
+          return;
+        }
         const cost = { cpuMs: cpuMsPerItem, tokens: outcome.ok ? outcome.tokens : 0 };
         const reason = outcome.ok ? undefined : this.fallbackFor(item)?.afterModel(outcome.code);
         const size = group.items.length;
@@ -114,6 +127,7 @@ export class MicroBatchRunner {
       });
     };
     await Promise.all(groups.map(runGroup));
+    span.end();
     this.ctx.emit("microbatch.inferred", { lane: batch.lane, size: toRun.length, ...stats, expired, failed });
     // The request log's line (BatchLog); ids are hashed there, text never goes on the bus.
     this.ctx.emit("microbatch.completed", {
@@ -179,13 +193,20 @@ export class MicroBatchRunner {
       batchSize,
       completedAt: this.ctx.clock.now(),
     };
-    const completion = this.ctx.completions.outcome(item.source, ctx, outcome, item.changelog);
+    const completion = this.ctx.completions.outcome(item.source, ctx, outcome, item.changelog, item.span);
     // Counted by sluice_fallbacks_total{reason} when it commits.
     if (completion.status === "fallback" && "fallbackReason" in outcome)
       completion.fallbackReason = outcome.fallbackReason;
+    item.span.completed(completion);
     // A backfill run's rows carry their model cost; the committer sums it per run (docs/batch-mode.md).
     if (item.runId !== undefined)
       completion.runCost = { runId: item.runId, items: 1, ...(cost ?? { cpuMs: 0, tokens: 0 }) };
     this.ctx.complete(item.task, item.generation, item.source.offset, completion);
   }
+}
+
+/** The code of a call that failed as a whole (every item INFERENCE_FAILED); undefined otherwise. */
+function wholeBatchFailure(outcomes: readonly { ok: boolean; code?: string }[]): string | undefined {
+  for (const outcome of outcomes) if (outcome.ok || outcome.code !== "INFERENCE_FAILED") return undefined;
+  return outcomes.length > 0 ? "INFERENCE_FAILED" : undefined;
 }

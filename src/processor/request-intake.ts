@@ -7,6 +7,7 @@ import type { DeadLetterSource } from "../delivery/dead-letter.js";
 import type { OutboundMessage, RecordCompletion } from "../delivery/outbound-message.js";
 import type { ModelPort } from "../model/model-port.js";
 import type { Clock } from "../time/clock.js";
+import { NO_TRACING_TRACER, type PipelineTracer, type RequestSpan } from "../tracing/pipeline-tracer.js";
 import type { PartitionTask } from "./partition-task.js";
 import type { FetchedRecord } from "./processor-ports.js";
 
@@ -33,6 +34,8 @@ export interface WorkItem {
   enqueuedAtMs: number;
   /** Token count for token-bounded batching (0 when the model cannot count it; it reports why later). */
   tokens: number;
+  /** The request's span, from intake to commit (the do-nothing span when tracing is off). */
+  span: RequestSpan;
 }
 
 export type IntakeResult =
@@ -46,6 +49,8 @@ export interface RequestIntakeOptions {
   clock: Pick<Clock, "now">;
   /** Deadline of requests without deadlineMs: record timestamp + this, ms. */
   defaultTimeoutMs: number;
+  /** Starts each accepted record's request span (docs/observability.md, "Tracing"). Default: off. */
+  tracer?: PipelineTracer;
 }
 
 /**
@@ -56,6 +61,19 @@ export class RequestIntake {
   constructor(private readonly opts: RequestIntakeOptions) {}
 
   take(task: PartitionTask, r: FetchedRecord): IntakeResult {
+    const span = (this.opts.tracer ?? NO_TRACING_TRACER).startRequest(
+      task.tp.topic,
+      task.tp.partition,
+      r,
+      task.lane,
+    );
+    const taken = this.decide(task, r, span);
+    if (taken.kind === "done") span.completed(taken.completion);
+    else span.queued(taken.item.request.attributes);
+    return taken;
+  }
+
+  private decide(task: PartitionTask, r: FetchedRecord, span: RequestSpan): IntakeResult {
     const timestampMs = Number(r.timestamp);
     const source: DeadLetterSource = {
       ...task.tp,
@@ -70,18 +88,19 @@ export class RequestIntake {
       const stage = DECODE_STAGE_CODES.has(decoded.code) ? "decode" : "validate";
       return {
         kind: "done",
-        completion: this.opts.completions.deadLetter(source, {
-          code: decoded.code,
-          message: decoded.message,
-          stage,
-        }),
+        completion: this.opts.completions.deadLetter(
+          source,
+          { code: decoded.code, message: decoded.message, stage },
+          [],
+          span,
+        ),
       };
     }
     const now = this.opts.clock.now();
     const dedup = task.dedup as NonNullable<PartitionTask["dedup"]>;
     const { request } = decoded;
     if (dedup.seen(request.id, now))
-      return { kind: "done", completion: this.opts.completions.duplicate(timestampMs) };
+      return { kind: "done", completion: this.opts.completions.duplicate(timestampMs, span) };
     // Remember at intake so a duplicate later in the same batch is caught too. If the transaction
     // carrying this entry fails, the task is reset and the dedup store rebuilt from the changelog.
     const entries = [dedup.remember(request.id, now), ...dedup.evictExpired(now)];
@@ -113,6 +132,7 @@ export class RequestIntake {
         deadlineMs,
         enqueuedAtMs: now,
         tokens,
+        span,
       },
     };
   }

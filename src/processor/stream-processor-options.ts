@@ -1,11 +1,12 @@
-import type { Kafka } from "kafkajs";
 import { type SluiceConfig, type SluiceConfigInput, sluiceConfigSchema } from "../config/config-schema.js";
 import type { Codec } from "../contracts/codec.js";
 import type { RequestDecoder } from "../contracts/request-codec.js";
 import type { ResultEncoder } from "../contracts/result-codec.js";
 import type { SluiceEvents } from "../events/sluice-events.js";
+import type { KafkaClient } from "../kafka/client/kafka-client.js";
 import type { ModelPort } from "../model/model-port.js";
 import { SluiceError } from "../sluice-error.js";
+import { NO_TRACING_TRACER, type PipelineTracer } from "../tracing/pipeline-tracer.js";
 import type { ModelRouter } from "./model-router.js";
 
 /** Structured log sink (a pino logger fits). Never pass request text in `obj`. */
@@ -114,7 +115,7 @@ type SettingName = keyof typeof SETTING_KEYS;
 const SETTING_NAMES = Object.keys(SETTING_KEYS) as SettingName[];
 
 export interface ProcessorDeps {
-  kafka: Kafka;
+  kafka: KafkaClient;
   /** Loaded model; the processor does not close it (its creator does). */
   model: ModelPort;
   /** Which loaded model answers each item (docs/model-upgrades.md); unset = `model` answers all. */
@@ -132,6 +133,11 @@ export interface ProcessorDeps {
    * from requestCodec/resultCodec.
    */
   codecs?: ProcessorCodecs;
+  /**
+   * The spans of each request, micro-batch and transaction (`createTracing(...).tracer`,
+   * docs/observability.md "Tracing"). Default: tracing off (the do-nothing tracer).
+   */
+  tracer?: PipelineTracer;
 }
 
 export interface ProcessorCodecs {
@@ -210,6 +216,7 @@ export function resolveProcessorOptions(o: StreamProcessorOptions): ResolvedProc
     model: o.model,
     events: o.events,
     log: o.log ?? silentLog,
+    tracer: o.tracer ?? NO_TRACING_TRACER,
   };
 }
 

@@ -8,6 +8,7 @@ import type { LaneBatch } from "../microbatch/lane-batcher.js";
 import type { ModelPort } from "../model/model-port.js";
 import { SluiceError } from "../sluice-error.js";
 import type { Clock } from "../time/clock.js";
+import type { PipelineTracer } from "../tracing/pipeline-tracer.js";
 import { BackfillThrottle } from "./backfill-throttle.js";
 import { LaneDispatcher } from "./lane-dispatcher.js";
 import { LaneFlowControl } from "./lane-flow-control.js";
@@ -21,6 +22,7 @@ import { RequestIntake, type WorkItem } from "./request-intake.js";
 import type { ShadowScorer } from "./shadow-scorer.js";
 import { ShutdownBudget } from "./shutdown-budget.js";
 import type { ProcessorLog, ProcessorSettings } from "./stream-processor-options.js";
+import { abortAll } from "./work-item-spans.js";
 import { WriterSchemaGate } from "./writer-schema-gate.js";
 
 /** The collaborators, made by the composition root (src/app/stream-processor-factory.ts) or a test. */
@@ -45,6 +47,8 @@ export interface StreamProcessorDeps {
   fallback?: FallbackPolicy;
   /** Checked before the consumer starts: the topics the committers write exist (a TOPIC_MISSING stops start()). */
   outputsReady?: () => Promise<void>;
+  /** Request and micro-batch spans (docs/observability.md, "Tracing"); unset = tracing off. */
+  tracer?: PipelineTracer;
 }
 
 /**
@@ -106,6 +110,7 @@ export class StreamProcessor {
       model: deps.model,
       clock: deps.clock,
       defaultTimeoutMs: settings.defaultTimeoutMs,
+      tracer: deps.tracer,
     });
     this.dispatcher = new LaneDispatcher({
       settings,
@@ -126,6 +131,7 @@ export class StreamProcessor {
       msPerItem: () => this.dispatcher.msPerItem,
       recordInference: (size, ms) => this.dispatcher.recordInference(size, ms),
       complete: (task, generation, offset, completion) => this.complete(task, generation, offset, completion),
+      tracer: deps.tracer,
     });
     this.flow = new LaneFlowControl(
       {
@@ -159,11 +165,8 @@ export class StreamProcessor {
           task.lane === "online" &&
           this.deps.router?.onRestored?.(task, info.offset, info.modelBoundary) === "hold";
         this.flow.resumeUnlessHeld(task.tp, task.lane, hold);
-        this.emit("partitions.restored", {
-          ...task.tp,
-          dedupEntries: info.dedupEntries,
-          durationMs: info.durationMs,
-        });
+        const { dedupEntries, durationMs } = info;
+        this.emit("partitions.restored", { ...task.tp, dedupEntries, durationMs });
         this.deps.log.info({ ...task.tp, ...info }, "partition restored");
       },
     };
@@ -262,6 +265,7 @@ export class StreamProcessor {
 
   private async leaveToNextOwner(batch: LaneBatch<WorkItem>): Promise<void> {
     this.leftToNextOwner += batch.items.length;
+    abortAll(batch.items);
   }
 
   // ── assignment and task recovery ───────────────────────────────────────────────────────────────

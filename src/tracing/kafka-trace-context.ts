@@ -7,7 +7,7 @@ import {
   trace,
 } from "@opentelemetry/api";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
-import type { IHeaders } from "kafkajs";
+import type { RecordHeaders } from "../contracts/codec.js";
 
 /**
  * W3C trace context in Kafka record headers: `traceparent` and `tracestate`, lower-case as the W3C
@@ -23,7 +23,7 @@ const propagator = new W3CTraceContextPropagator();
 
 const text = (value: Buffer | string): string => (typeof value === "string" ? value : value.toString("utf8"));
 
-const headerGetter: TextMapGetter<IHeaders> = {
+const headerGetter: TextMapGetter<RecordHeaders> = {
   keys: (carrier) => Object.keys(carrier),
   get(carrier, key) {
     const value = carrier[key];
@@ -32,7 +32,7 @@ const headerGetter: TextMapGetter<IHeaders> = {
   },
 };
 
-const headerSetter: TextMapSetter<IHeaders> = {
+const headerSetter: TextMapSetter<RecordHeaders> = {
   set(carrier, key, value) {
     carrier[key] = Buffer.from(value, "utf8");
   },
@@ -42,7 +42,7 @@ const headerSetter: TextMapSetter<IHeaders> = {
  * The trace context a record carries, as a parent for its spans: ROOT_CONTEXT (a new trace) when it
  * has no `traceparent` or an invalid one. A record without the header costs one property read.
  */
-export function extractTraceContext(headers: IHeaders | undefined): Context {
+export function extractTraceContext(headers: RecordHeaders | undefined): Context {
   if (headers?.[TRACEPARENT_HEADER] === undefined) return ROOT_CONTEXT;
   return propagator.extract(ROOT_CONTEXT, headers, headerGetter);
 }
@@ -51,12 +51,12 @@ export function extractTraceContext(headers: IHeaders | undefined): Context {
  * Writes the context's span as `traceparent` (and its `tracestate`, when it has one) into `headers`
  * as Buffers, replacing any there; nothing when the context holds no valid span. Returns `headers`.
  */
-export function injectTraceContext(context: Context, headers: IHeaders): IHeaders {
+export function injectTraceContext(context: Context, headers: RecordHeaders): RecordHeaders {
   propagator.inject(context, headers, headerSetter);
   return headers;
 }
 
 /** The headers that point a record at `span`: `{ traceparent, tracestate? }` as Buffers. */
-export function traceHeadersOf(span: SpanContext): IHeaders {
+export function traceHeadersOf(span: SpanContext): RecordHeaders {
   return injectTraceContext(trace.setSpanContext(ROOT_CONTEXT, span), {});
 }

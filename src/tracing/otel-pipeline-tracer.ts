@@ -9,7 +9,7 @@ import {
   type Tracer,
   trace,
 } from "@opentelemetry/api";
-import type { IHeaders } from "kafkajs";
+import type { RecordHeaders } from "../contracts/codec.js";
 import type { ModelIdentity } from "../contracts/inference.js";
 import { type Lane, runIdFromHeaders } from "../contracts/lane.js";
 import { extractTraceContext, traceHeadersOf } from "./kafka-trace-context.js";
@@ -118,7 +118,8 @@ export class OtelPipelineTracer implements PipelineTracer {
       ROOT_CONTEXT,
     );
     const at = this.#now();
-    for (const request of requests) request.joined(span.spanContext(), at);
+    const name = SPAN_NAME.batch(oneTopic ? first.topic : undefined);
+    for (const request of requests) request.joined(this.#tracer, name, span.spanContext(), attributes, at);
     return new OtelBatchSpan(this.#tracer, span, requests, this.#now);
   }
 
@@ -139,7 +140,13 @@ export class OtelPipelineTracer implements PipelineTracer {
       { kind: SpanKind.PRODUCER, attributes, links: others.map((context) => ({ context })) },
       parentContext === undefined ? ROOT_CONTEXT : trace.setSpanContext(ROOT_CONTEXT, parentContext),
     );
-    return new OtelTransactionSpan(span, requests);
+    // The same transaction in each request's own trace (Zipkin and other backends without links
+    // show a request's trace alone): a child of the request span, linked to the transaction span.
+    const link: Link[] = [{ context: span.spanContext() }];
+    const own = requests.map((request) =>
+      request.child(this.#tracer, SPAN_NAME.transaction(topic), SpanKind.PRODUCER, attributes, link),
+    );
+    return new OtelTransactionSpan(span, requests, own);
   }
 
   #messaging(operation: string, topic: string, partition: number): Attributes {
@@ -167,12 +174,14 @@ class OtelRequestSpan implements RequestSpan {
   readonly partition: number;
   /** The micro-batch span this request went to the model in. */
   batch: SpanContext | undefined;
+  /** This request's part of that micro-batch, in the request's own trace (ends at `completed`). */
+  process: Span | undefined;
   readonly #allowed: readonly string[];
   readonly #now: () => number;
   readonly #startedAt: number;
   #queuedAt: number | undefined;
   #completedAt: number | undefined;
-  #headers: IHeaders | undefined;
+  #headers: RecordHeaders | undefined;
   #ended = false;
 
   constructor(span: Span, topic: string, partition: number, allowed: readonly string[], now: () => number) {
@@ -197,12 +206,40 @@ class OtelRequestSpan implements RequestSpan {
     }
   }
 
-  /** Joined micro-batch `batch` at `at`: the queue time ends, and the span links to the batch. */
-  joined(batch: SpanContext, at: number): void {
+  /**
+   * Joined micro-batch `batch` at `at`: the queue time ends, the span links to the batch, and a
+   * `process` child (named and attributed like the batch span, linked to it) stands for the batch
+   * in the request's own trace until the request completes.
+   */
+  joined(tracer: Tracer, name: string, batch: SpanContext, attributes: Attributes, at: number): void {
     if (this.#ended) return;
     this.batch = batch;
     this.span.setAttribute(ATTR.queueMs, ms(at - (this.#queuedAt ?? this.#startedAt)));
     this.span.addLink({ context: batch });
+    if (this.#completedAt === undefined && this.process === undefined)
+      this.process = this.child(tracer, name, SpanKind.INTERNAL, attributes, [{ context: batch }]);
+  }
+
+  /**
+   * A child span of this request's span (or of `parent`, one of its children) for its part of a
+   * micro-batch, a model call or a transaction; none when the request is not sampled (or has ended),
+   * so an unsampled request costs no more.
+   */
+  child(
+    tracer: Tracer,
+    name: string,
+    kind: SpanKind,
+    attributes: Attributes,
+    links: Link[],
+    parent: Span = this.span,
+  ): Span | undefined {
+    if (this.#ended || !this.span.isRecording()) return undefined;
+    return tracer.startSpan(name, { kind, attributes, links }, trace.setSpan(ROOT_CONTEXT, parent));
+  }
+
+  /** True once completed (expired, fallback or finished): a later model call was not its own. */
+  get isCompleted(): boolean {
+    return this.#completedAt !== undefined;
   }
 
   /** Its batch's model call took `duration` ms; ignored once completed (expired before the call). */
@@ -214,6 +251,7 @@ class OtelRequestSpan implements RequestSpan {
   completed(outcome: RequestOutcome): void {
     if (this.#ended || this.#completedAt !== undefined) return;
     this.#completedAt = this.#now();
+    this.process?.end();
     // Finished at intake (a dead letter of decode or validate, a duplicate): intake ends here.
     if (this.#queuedAt === undefined)
       this.span.setAttribute(ATTR.intakeMs, ms(this.#completedAt - this.#startedAt));
@@ -233,7 +271,7 @@ class OtelRequestSpan implements RequestSpan {
     }
   }
 
-  traceHeaders(): IHeaders {
+  traceHeaders(): RecordHeaders {
     this.#headers ??= traceHeadersOf(this.span.spanContext());
     return this.#headers;
   }
@@ -241,6 +279,7 @@ class OtelRequestSpan implements RequestSpan {
   commit(): void {
     if (this.#ended) return;
     this.#ended = true;
+    if (this.#completedAt === undefined) this.process?.end();
     this.span.setAttribute(ATTR.commitMs, ms(this.#now() - (this.#completedAt ?? this.#startedAt)));
     this.span.end();
   }
@@ -248,8 +287,27 @@ class OtelRequestSpan implements RequestSpan {
   abort(errorCode?: string): void {
     if (this.#ended) return;
     this.#ended = true;
+    if (this.#completedAt === undefined) this.process?.end();
     this.span.setStatus({ code: SpanStatusCode.ERROR, message: why("aborted", errorCode) });
     this.span.end();
+  }
+}
+
+/**
+ * Ends a span and its copies in the requests' traces, with the same attributes and status
+ * (`errorCode` set: error status naming `what` and the code).
+ */
+function endAll(
+  spans: readonly (Span | undefined)[],
+  attributes: Attributes,
+  failure?: { what: string; errorCode: string | undefined },
+): void {
+  for (const span of spans) {
+    if (span === undefined) continue;
+    span.setAttributes(attributes);
+    if (failure)
+      span.setStatus({ code: SpanStatusCode.ERROR, message: why(failure.what, failure.errorCode) });
+    span.end();
   }
 }
 
@@ -273,12 +331,28 @@ class OtelBatchSpan implements BatchSpan {
       attributes[ATTR.modelName] = model.name;
       attributes[ATTR.modelVersion] = model.version;
     }
+    const name = SPAN_NAME.modelCall(model?.name);
     const span = this.#tracer.startSpan(
-      SPAN_NAME.modelCall(model?.name),
+      name,
       { kind: SpanKind.INTERNAL, attributes },
       trace.setSpan(ROOT_CONTEXT, this.#span),
     );
-    return new OtelModelCallSpan(span, this.#requests, this.#now);
+    // The call in each request's trace, under its `process` span: only requests it answers
+    // (expired and fallback ones completed before it).
+    const link: Link[] = [{ context: span.spanContext() }];
+    const calls = [span];
+    const requests: OtelRequestSpan[] = [];
+    for (const request of this.#requests) {
+      if (request.isCompleted) continue;
+      requests.push(request);
+      if (request.process !== undefined)
+        calls.push(
+          ...optional(
+            request.child(this.#tracer, name, SpanKind.INTERNAL, attributes, link, request.process),
+          ),
+        );
+    }
+    return new OtelModelCallSpan(calls, requests, this.#now);
   }
 
   end(errorCode?: string): void {
@@ -290,15 +364,18 @@ class OtelBatchSpan implements BatchSpan {
   }
 }
 
+const optional = (span: Span | undefined): Span[] => (span === undefined ? [] : [span]);
+
 class OtelModelCallSpan implements ModelCallSpan {
-  readonly #span: Span;
+  /** The call's span in the batch's trace, then its copies in the requests' traces. */
+  readonly #spans: readonly Span[];
   readonly #requests: readonly OtelRequestSpan[];
   readonly #now: () => number;
   readonly #startedAt: number;
   #ended = false;
 
-  constructor(span: Span, requests: readonly OtelRequestSpan[], now: () => number) {
-    this.#span = span;
+  constructor(spans: readonly Span[], requests: readonly OtelRequestSpan[], now: () => number) {
+    this.#spans = spans;
     this.#requests = requests;
     this.#now = now;
     this.#startedAt = now();
@@ -309,42 +386,43 @@ class OtelModelCallSpan implements ModelCallSpan {
     this.#ended = true;
     const duration = this.#now() - this.#startedAt;
     for (const request of this.#requests) request.inferred(duration);
-    if (errorCode !== undefined) {
-      this.#span.setAttribute(ATTR.errorCode, code(errorCode));
-      this.#span.setStatus({ code: SpanStatusCode.ERROR, message: code(errorCode) });
-    }
-    this.#span.end();
+    if (errorCode === undefined) endAll(this.#spans, {});
+    else
+      for (const span of this.#spans) {
+        span.setAttribute(ATTR.errorCode, code(errorCode));
+        span.setStatus({ code: SpanStatusCode.ERROR, message: code(errorCode) });
+        span.end();
+      }
   }
 }
 
 class OtelTransactionSpan implements TransactionSpan {
-  readonly #span: Span;
+  /** The transaction's span, then its copies in the requests' traces. */
+  readonly #spans: readonly Span[];
   readonly #requests: readonly OtelRequestSpan[];
   #ended = false;
 
-  constructor(span: Span, requests: readonly OtelRequestSpan[]) {
-    this.#span = span;
+  constructor(span: Span, requests: readonly OtelRequestSpan[], own: readonly (Span | undefined)[]) {
+    this.#spans = [span, ...own.flatMap(optional)];
     this.#requests = requests;
   }
 
   sent(): void {
-    if (!this.#ended) this.#span.addEvent(SPAN_EVENT.sent);
+    if (!this.#ended) for (const span of this.#spans) span.addEvent(SPAN_EVENT.sent);
   }
 
   commit(): void {
     if (this.#ended) return;
     this.#ended = true;
-    this.#span.setAttribute(ATTR.transactionOutcome, "committed");
-    this.#span.end();
+    endAll(this.#spans, { [ATTR.transactionOutcome]: "committed" });
     for (const request of this.#requests) request.commit();
   }
 
   abort(outcome: TransactionFailure, errorCode?: string): void {
     if (this.#ended) return;
     this.#ended = true;
-    this.#span.setAttribute(ATTR.transactionOutcome, word(outcome));
-    if (errorCode !== undefined) this.#span.setAttribute(ATTR.errorCode, code(errorCode));
-    this.#span.setStatus({ code: SpanStatusCode.ERROR, message: why(word(outcome), errorCode) });
-    this.#span.end();
+    const attributes: Attributes = { [ATTR.transactionOutcome]: word(outcome) };
+    if (errorCode !== undefined) attributes[ATTR.errorCode] = code(errorCode);
+    endAll(this.#spans, attributes, { what: word(outcome), errorCode });
   }
 }

@@ -1,4 +1,4 @@
-import type { IHeaders } from "kafkajs";
+import type { RecordHeaders } from "../contracts/codec.js";
 import type { FallbackReason, ModelIdentity, ResultStatus } from "../contracts/inference.js";
 import type { Lane } from "../contracts/lane.js";
 
@@ -38,7 +38,7 @@ export interface PipelineTracer {
 /** A fetched record as the tracer reads it: a kafkajs `KafkaMessage` (or the processor's FetchedRecord) fits. */
 export interface TracedRecord {
   readonly offset: string;
-  readonly headers?: IHeaders | undefined;
+  readonly headers?: RecordHeaders | undefined;
 }
 
 /** Anything that carries a request's span: the processor's work items and record completions. */
@@ -73,7 +73,7 @@ export interface RequestSpan {
    * Headers for the request's result record: the `traceparent` (and `tracestate`) of this span, as
    * Buffers. Undefined when tracing is off. The same object on every call: copy, do not modify.
    */
-  traceHeaders(): IHeaders | undefined;
+  traceHeaders(): RecordHeaders | undefined;
   /** Its transaction committed: the span ends (TransactionSpan.commit calls this for its requests). */
   commit(): void;
   /**
@@ -105,7 +105,8 @@ export interface TransactionSpan {
   commit(): void;
   /**
    * Not committed: ends this span with error status. Its request spans stay open, since their
-   * records are retried (a halved transaction) or given up by the partition (`RequestSpan.abort`).
+   * records are retried (after a size refusal, in another transaction) or given up by the partition
+   * (`RequestSpan.abort`).
    */
   abort(outcome: TransactionFailure, code?: string): void;
 }

@@ -9,6 +9,7 @@ import { LocalZipkin } from "../../src/devtools/local-zipkin.js";
 import { createTracing } from "../../src/tracing/tracer-factory.js";
 import type { Tracing } from "../../src/tracing/tracing.js";
 import { tracingSettings } from "../../src/tracing/tracing-settings.js";
+import { type ZipkinSpan, zipkinJson } from "../support/zipkin-api.js";
 
 /**
  * The tracing room against a real Zipkin (the one `sluice zipkin start` runs, in a temp run folder,
@@ -16,17 +17,6 @@ import { tracingSettings } from "../../src/tracing/tracing-settings.js";
  * are read back from Zipkin's API with their names, tags and parent ids. Zipkin keeps no span
  * links (the unit tests check those with the SDK's InMemorySpanExporter).
  */
-
-interface ZipkinSpan {
-  traceId: string;
-  id: string;
-  parentId?: string;
-  name: string;
-  kind?: string;
-  localEndpoint?: { serviceName?: string };
-  tags?: Record<string, string>;
-  annotations?: { value: string }[];
-}
 
 const PAYLOAD = `canary-${randomBytes(6).toString("hex")}`;
 const SERVICE = `sluice-test-${randomBytes(4).toString("hex")}`;
@@ -39,11 +29,7 @@ let zipkin: LocalZipkin;
 let api: string;
 let tracing: Tracing;
 
-async function getJson<T>(path: string): Promise<T> {
-  const res = await fetch(`${api}${path}`);
-  if (!res.ok) throw new Error(`GET ${path}: HTTP ${res.status}`);
-  return (await res.json()) as T;
-}
+const getJson = <T>(path: string): Promise<T> => zipkinJson<T>(api, path);
 
 /** Polls until `read` gives at least `count` spans (Zipkin stores what it accepted asynchronously). */
 async function eventually(read: () => Promise<ZipkinSpan[]>, count: number): Promise<ZipkinSpan[]> {
@@ -124,7 +110,13 @@ describe("traces in a real Zipkin", () => {
     expect(tracing.stats()).toMatchObject({ dropped: 0, failedExports: 0 });
 
     // The producer's trace: the request span, parented to the producer's span.
-    const [request] = await eventually(() => getJson<ZipkinSpan[]>(`/api/v2/trace/${PRODUCER_TRACE}`), 1);
+    // The producer's trace holds the request span and its own process, infer and commit children.
+    const producerTrace = await eventually(() => getJson<ZipkinSpan[]>(`/api/v2/trace/${PRODUCER_TRACE}`), 4);
+    const request = producerTrace.find((s) => s.name === `request ${TOPIC}`);
+    const child = (name: string) => producerTrace.find((s) => s.name === name);
+    expect(child(`process ${TOPIC}`)?.parentId).toBe(request?.id);
+    expect(child("infer tiny")?.parentId).toBe(child(`process ${TOPIC}`)?.id);
+    expect(child(`commit ${TOPIC}`)).toMatchObject({ parentId: request?.id, kind: "PRODUCER" });
     expect(request).toMatchObject({
       traceId: PRODUCER_TRACE,
       parentId: PRODUCER_SPAN,
@@ -152,18 +144,19 @@ describe("traces in a real Zipkin", () => {
     // The result record's traceparent names this span, in the producer's trace.
     expect(resultHeaders.traceparent!.toString()).toBe(`00-${PRODUCER_TRACE}-${request!.id}-01`);
 
-    // Everything of this service: the two new request traces and the batch's trace.
+    // Everything of this service: the batch's trace (3 spans) and the three request traces (the two
+    // that went to the model with process, infer and commit children, the dead letter with commit).
     const traces = await eventually(
       async () => (await getJson<ZipkinSpan[][]>(`/api/v2/traces?serviceName=${SERVICE}&limit=100`)).flat(),
-      6,
+      13,
     );
+    // The micro-batch's own trace: the root process span, its model call and transaction.
+    const process = traces.find((s) => s.name === `process ${TOPIC}` && s.parentId === undefined)!;
     const named = (name: string) => {
-      const found = traces.filter((s) => s.name === name);
+      const found = traces.filter((s) => s.name === name && s.traceId === process.traceId);
       expect(found.length, name).toBe(1);
       return found[0]!;
     };
-    const process = named(`process ${TOPIC}`);
-    expect(process.parentId).toBeUndefined();
     expect(process.kind).toBe("CONSUMER");
     expect(process.tags).toMatchObject({
       "messaging.batch.message_count": "2",

@@ -297,3 +297,22 @@ describe("SluiceMetrics lanes and fallbacks", () => {
     expect(value("sluice_fallbacks_total", { reason: "model_error" })).toBe(0);
   });
 });
+
+describe("span export metrics (tracing on)", () => {
+  it("reads the export queue's counts at each scrape; none are registered without tracing", async () => {
+    const metrics = new SluiceMetrics({ collectDefaultMetrics: false });
+    expect(find(parse(await metrics.scrape()).samples, "sluice_tracing_spans_total")).toEqual([]);
+    const counts = { queued: 3, exported: 10, dropped: 2, failedExports: 1, failedSpans: 4 };
+    metrics.observeSpanExports(() => counts);
+    let { samples, types } = parse(await metrics.scrape());
+    expect(types.get("sluice_tracing_spans_total")).toBe("counter");
+    const spans = (outcome: string) => find(samples, "sluice_tracing_spans_total", { outcome })[0]?.value;
+    expect([spans("exported"), spans("dropped"), spans("failed")]).toEqual([10, 2, 4]);
+    expect(find(samples, "sluice_tracing_export_failures_total")[0]?.value).toBe(1);
+    expect(find(samples, "sluice_tracing_queued_spans")[0]?.value).toBe(3);
+    Object.assign(counts, { queued: 0, exported: 25, dropped: 7 });
+    ({ samples, types } = parse(await metrics.scrape()));
+    expect([spans("exported"), spans("dropped")]).toEqual([25, 7]);
+    expect(find(samples, "sluice_tracing_queued_spans")[0]?.value).toBe(0);
+  });
+});

@@ -8,8 +8,8 @@ import { tracingSettings } from "../../../src/tracing/tracing-settings.js";
 export interface InMemoryTracing {
   tracing: Tracing;
   finished(): Promise<ReadableSpan[]>;
-  /** The one finished span named `name`. */
-  named(spans: ReadableSpan[], name: string): ReadableSpan;
+  /** The one finished span named `name` (of trace `traceId` when given). */
+  named(spans: ReadableSpan[], name: string, traceId?: string): ReadableSpan;
 }
 
 export async function inMemoryTracing(
@@ -28,8 +28,10 @@ export async function inMemoryTracing(
       await tracing.forceFlush();
       return exporter.getFinishedSpans();
     },
-    named: (spans, name) => {
-      const found = spans.filter((span) => span.name === name);
+    named: (spans, name, traceId) => {
+      const found = spans.filter(
+        (span) => span.name === name && (traceId === undefined || span.spanContext().traceId === traceId),
+      );
       if (found.length !== 1)
         throw new Error(`${found.length} spans named ${name}: ${spans.map((s) => s.name)}`);
       return found[0]!;

@@ -1,6 +1,6 @@
 import { ROOT_CONTEXT, TraceFlags, trace } from "@opentelemetry/api";
-import type { IHeaders } from "kafkajs";
 import { describe, expect, it } from "vitest";
+import type { RecordHeaders } from "../../../src/contracts/codec.js";
 import {
   extractTraceContext,
   injectTraceContext,
@@ -11,7 +11,7 @@ const TRACE = "4bf92f3577b34da6a3ce929d0e0e4736";
 const SPAN = "00f067aa0ba902b7";
 const PARENT = `00-${TRACE}-${SPAN}-01`;
 
-const spanOf = (headers: IHeaders | undefined) => trace.getSpanContext(extractTraceContext(headers));
+const spanOf = (headers: RecordHeaders | undefined) => trace.getSpanContext(extractTraceContext(headers));
 
 describe("W3C trace context in Kafka headers", () => {
   it("extracts traceparent and tracestate from Buffers, strings and arrays", () => {
@@ -19,7 +19,7 @@ describe("W3C trace context in Kafka headers", () => {
       { traceparent: Buffer.from(PARENT), tracestate: Buffer.from("k=v") },
       { traceparent: PARENT, tracestate: "k=v" },
       { traceparent: [Buffer.from(PARENT)], tracestate: [Buffer.from("k=v")] },
-    ] satisfies IHeaders[]) {
+    ] satisfies RecordHeaders[]) {
       const span = spanOf(headers);
       expect(span).toMatchObject({
         traceId: TRACE,
@@ -49,14 +49,14 @@ describe("W3C trace context in Kafka headers", () => {
       { traceparent: Buffer.from("garbage") },
       { traceparent: `00-${"0".repeat(32)}-${SPAN}-01` },
       { traceparent: [] },
-    ] satisfies (IHeaders | undefined)[]) {
+    ] satisfies (RecordHeaders | undefined)[]) {
       expect(extractTraceContext(headers)).toBe(ROOT_CONTEXT);
     }
   });
 
   it("injects a span as Buffer headers, replacing old ones and keeping the others", () => {
     const context = extractTraceContext({ traceparent: PARENT, tracestate: "k=v" });
-    const headers: IHeaders = {
+    const headers: RecordHeaders = {
       traceparent: Buffer.from("old"),
       "content-type": Buffer.from("application/json"),
     };

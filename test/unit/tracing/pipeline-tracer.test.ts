@@ -40,7 +40,7 @@ function ticking() {
 }
 
 describe("the pipeline's spans (OpenTelemetry, in memory)", () => {
-  it("request spans join the request's trace; the batch links every request; model call and transaction hang from the batch", async () => {
+  it("request spans join the request's trace; the batch links every request; model call and transaction hang from the batch, and each request's trace holds its own copies", async () => {
     const t = await inMemoryTracing(
       { requestAttributes: ["tenant"] },
       { consumerGroup: "sluice-g", now: ticking() },
@@ -80,8 +80,10 @@ describe("the pipeline's spans (OpenTelemetry, in memory)", () => {
     tx.commit();
 
     const spans = await t.finished();
+    // The batch's trace (process, infer, commit) and, per request, request + process + infer + commit.
+    const perRequest = ["request in", "process in", "infer tiny", "commit in"];
     expect(spans.map((s) => s.name).sort()).toEqual(
-      ["commit in", "infer tiny", "process in", "request in", "request in", "request in"].sort(),
+      ["commit in", "infer tiny", "process in", ...perRequest, ...perRequest, ...perRequest].sort(),
     );
     const requests = spans.filter((s) => s.name === "request in");
     const [first, second, third] = ["41", "42", "43"].map(
@@ -143,7 +145,8 @@ describe("the pipeline's spans (OpenTelemetry, in memory)", () => {
     expect(items[0]!.span.traceHeaders()).toBe(headers);
 
     // The batch: one span, a link to each request span; each request span links back to it.
-    const process = t.named(spans, "process in");
+    const batchTrace = spans.find((s) => s.name === "process in" && s.parentSpanContext === undefined)!;
+    const process = t.named(spans, "process in", batchTrace.spanContext().traceId);
     expect(process.parentSpanContext).toBeUndefined();
     expect(process.links.map((l) => l.context.spanId).sort()).toEqual(
       requests.map((s) => s.spanContext().spanId).sort(),
@@ -158,7 +161,7 @@ describe("the pipeline's spans (OpenTelemetry, in memory)", () => {
     for (const span of requests)
       expect(span.links.map((l) => l.context.spanId)).toEqual([process.spanContext().spanId]);
 
-    const infer = t.named(spans, "infer tiny");
+    const infer = t.named(spans, "infer tiny", process.spanContext().traceId);
     expect(infer.parentSpanContext?.spanId).toBe(process.spanContext().spanId);
     expect(infer.spanContext().traceId).toBe(process.spanContext().traceId);
     expect(infer.attributes).toMatchObject({
@@ -168,7 +171,7 @@ describe("the pipeline's spans (OpenTelemetry, in memory)", () => {
       [ATTR.modelTokens]: 30,
     });
 
-    const commit = t.named(spans, "commit in");
+    const commit = t.named(spans, "commit in", process.spanContext().traceId);
     expect(commit.parentSpanContext?.spanId).toBe(process.spanContext().spanId);
     expect(commit.kind).toBe(SpanKind.PRODUCER);
     expect(commit.events.map((e) => e.name)).toEqual(["sent"]);
@@ -179,10 +182,61 @@ describe("the pipeline's spans (OpenTelemetry, in memory)", () => {
       [ATTR.transactionOutcome]: "committed",
     });
 
+    // Each request's own trace: process (linked to the batch) ⊃ infer (linked to the call), and
+    // commit (linked to the transaction), children of the request span, timed like the originals.
+    for (const request of requests) {
+      const trace = request.spanContext().traceId;
+      const own = t.named(spans, "process in", trace);
+      expect(own.parentSpanContext?.spanId).toBe(request.spanContext().spanId);
+      expect(own.links.map((l) => l.context.spanId)).toEqual([process.spanContext().spanId]);
+      expect(own.attributes).toMatchObject({
+        [ATTR.flushReason]: "size",
+        [ATTR.messagingBatchMessageCount]: 3,
+      });
+      const ownInfer = t.named(spans, "infer tiny", trace);
+      expect(ownInfer.parentSpanContext?.spanId).toBe(own.spanContext().spanId);
+      expect(ownInfer.links.map((l) => l.context.spanId)).toEqual([infer.spanContext().spanId]);
+      expect(ownInfer.attributes).toMatchObject({ [ATTR.modelItems]: 3, [ATTR.modelName]: "tiny" });
+      const ownCommit = t.named(spans, "commit in", trace);
+      expect(ownCommit.parentSpanContext?.spanId).toBe(request.spanContext().spanId);
+      expect(ownCommit.kind).toBe(SpanKind.PRODUCER);
+      expect(ownCommit.links.map((l) => l.context.spanId)).toEqual([commit.spanContext().spanId]);
+      expect(ownCommit.attributes[ATTR.transactionOutcome]).toBe("committed");
+      expect(ownCommit.events.map((e) => e.name)).toEqual(["sent"]);
+    }
+
     const everything = allAttributeValues(spans).join("\n");
     expect(everything).not.toContain(PAYLOAD);
     expect(spans.every((s) => s.resource.attributes["service.name"] === "sluice")).toBe(true);
     await t.tracing.shutdown();
+  });
+
+  it("an unsampled request gets no child spans; an expired one no model call of its own", async () => {
+    const t = await inMemoryTracing();
+    const tracer = t.tracing.tracer;
+    const unsampled = tracer.startRequest(
+      "in",
+      0,
+      record("1", { traceparent: `00-${TRACE_A}-${SPAN_A}-00` }),
+      "online",
+    );
+    const expired = tracer.startRequest("in", 0, record("2"), "online");
+    const items = [{ span: unsampled }, { span: expired }];
+    const batch = tracer.startBatch("online", "size", items);
+    expired.completed({ outcome: "result", status: "expired" });
+    batch.modelCall(model, 1, 3).end();
+    unsampled.completed({ outcome: "result", status: "ok" });
+    batch.end();
+    tracer.startTransaction("in", 0, items).commit();
+    const spans = await t.finished();
+    expect(spans.filter((s) => s.spanContext().traceId === TRACE_A)).toEqual([]);
+    const trace = spans.find((s) => s.name === "request in")!.spanContext().traceId;
+    expect(
+      spans
+        .filter((s) => s.spanContext().traceId === trace)
+        .map((s) => s.name)
+        .sort(),
+    ).toEqual(["commit in", "process in", "request in"]);
   });
 
   it("a transaction over two micro-batches hangs from the first and links the second", async () => {
@@ -197,9 +251,9 @@ describe("the pipeline's spans (OpenTelemetry, in memory)", () => {
     const tx = tracer.startTransaction("in", 0, [...a, ...b]);
     tx.commit();
     const spans = await t.finished();
-    const batches = spans.filter((s) => s.name === "process in");
+    const batches = spans.filter((s) => s.name === "process in" && s.parentSpanContext === undefined);
     const byReason = (reason: string) => batches.find((s) => s.attributes[ATTR.flushReason] === reason)!;
-    const commit = t.named(spans, "commit in");
+    const commit = t.named(spans, "commit in", byReason("wait").spanContext().traceId);
     expect(commit.parentSpanContext?.spanId).toBe(byReason("wait").spanContext().spanId);
     expect(commit.links.map((l) => l.context.spanId)).toEqual([byReason("deadline").spanContext().spanId]);
     expect(spans.filter((s) => s.name === "request in")).toHaveLength(2);
@@ -213,12 +267,15 @@ describe("the pipeline's spans (OpenTelemetry, in memory)", () => {
     items[0]!.span.completed({ outcome: "result", status: "ok" });
     tracer.startTransaction("in", 1, items).abort("fenced", "PRODUCER_FENCED");
     let spans = await t.finished();
-    expect(spans.map((s) => s.name).sort()).toEqual(["commit in", "process in"]);
-    expect(t.named(spans, "commit in").status).toEqual({
-      code: SpanStatusCode.ERROR,
-      message: "fenced PRODUCER_FENCED",
-    });
-    expect(t.named(spans, "commit in").attributes[ATTR.transactionOutcome]).toBe("fenced");
+    // The batch's process and commit, and the request's own copies (the request span stays open).
+    expect(spans.map((s) => s.name).sort()).toEqual(["commit in", "commit in", "process in", "process in"]);
+    for (const commit of spans.filter((s) => s.name === "commit in")) {
+      expect(commit.status).toEqual({ code: SpanStatusCode.ERROR, message: "fenced PRODUCER_FENCED" });
+      expect(commit.attributes).toMatchObject({
+        [ATTR.transactionOutcome]: "fenced",
+        [ATTR.errorCode]: "PRODUCER_FENCED",
+      });
+    }
 
     items[0]!.span.abort("PRODUCER_FENCED");
     items[0]!.span.commit(); // already ended: ignored
@@ -244,6 +301,7 @@ describe("the pipeline's spans (OpenTelemetry, in memory)", () => {
     const spans = await t.finished();
     expect(allAttributeValues(spans).join("\n")).not.toContain(PAYLOAD);
     expect(t.named(spans, "request in").attributes[ATTR.errorCode]).toBe("UNKNOWN");
+    // Completed before the call: the call is the batch's only (no copy in the request's trace).
     expect(t.named(spans, "infer").status.message).toBe("UNKNOWN");
   });
 
@@ -264,7 +322,8 @@ describe("the pipeline's spans (OpenTelemetry, in memory)", () => {
     tracer.startBatch("backfill", "fill", items).end();
     for (const item of items) item.span.commit();
     const spans = await t.finished();
-    const process = t.named(spans, "process");
+    const process = spans.find((s) => s.name === "process" && s.parentSpanContext === undefined)!;
+    expect(spans.filter((s) => s.name === "process")).toHaveLength(3);
     expect(process.attributes[ATTR.messagingDestinationName]).toBeUndefined();
     expect(process.attributes[ATTR.messagingDestinationPartitionId]).toBeUndefined();
     expect(process.attributes[ATTR.lane]).toBe("backfill");
