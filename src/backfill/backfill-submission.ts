@@ -88,6 +88,7 @@ export class BackfillSubmission {
 
   async run(): Promise<SubmissionSummary> {
     const { source, writer, run } = this.opts;
+    await source.assertReadable?.();
     const existing = await writer.open();
     const input = await source.describe(existing?.input);
     if (existing) {

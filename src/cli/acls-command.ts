@@ -1,5 +1,4 @@
 import type { Command } from "commander";
-import { ACL_COMMANDS, aclPlan, formatKafkaAcls } from "../app/kafka-acl-plan.js";
 import { SluiceError } from "../sluice-error.js";
 import { loadCommandConfig } from "./config-command.js";
 
@@ -12,6 +11,19 @@ interface AclsFlags {
   batchOutput?: string;
 }
 
+/**
+ * The commands the plan knows name `--command`'s choices and default; the plan loads the
+ * configuration schema, so they are filled in only when the command line names `acls`.
+ */
+export async function prepare(acls: Command): Promise<void> {
+  const { ACL_COMMANDS } = await import("../app/kafka-acl-plan.js");
+  const option = acls.options.find((o) => o.long === "--command");
+  if (!option) throw new Error("acls: --command is not declared");
+  option.description = `comma-separated commands (${ACL_COMMANDS.join(", ")})`;
+  option.default(ACL_COMMANDS.join(","));
+  acls.setOptionValueWithSource("command", option.defaultValue, "default");
+}
+
 /** `sluice acls`: the minimal Kafka ACLs the configured commands need, ready to apply. */
 export function register(program: Command): void {
   program
@@ -22,19 +34,17 @@ export function register(program: Command): void {
       "--principal <principal>",
       "principal to grant (default: User:<kafka.sasl.username>, else User:sluice)",
     )
-    .option(
-      "--command <list>",
-      `comma-separated commands (${ACL_COMMANDS.join(", ")})`,
-      ACL_COMMANDS.join(","),
-    )
+    // Its choices and default come from the plan (see prepare).
+    .option("--command <list>", "comma-separated commands")
     .option("--create-topics", "also grant CREATE on the topics (only if Sluice is to create missing topics)")
     .option(
       "--batch-input <topic>",
       "Kafka input topic of `sluice batch` (default: the first of topics.requests)",
     )
     .option("--batch-output <topic>", "Kafka output topic of `sluice batch` (default: topics.results)")
-    .action((flags: AclsFlags, command: Command) => {
-      const config = loadCommandConfig(command);
+    .action(async (flags: AclsFlags, command: Command) => {
+      const config = await loadCommandConfig(command);
+      const { ACL_COMMANDS, aclPlan, formatKafkaAcls } = await import("../app/kafka-acl-plan.js");
       const commands = flags.command
         .split(",")
         .map((c) => c.trim())

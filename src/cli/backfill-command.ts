@@ -1,9 +1,7 @@
 import type { Command } from "commander";
-import { backfillStatus, exportBackfill, submitBackfill } from "../app/backfill-runtime.js";
 import { splitRangeSpec } from "../runs/offset-spec.js";
 import { formatRunCost } from "../runs/run-cost.js";
 import { SluiceError } from "../sluice-error.js";
-import { BackfillStatusView } from "./backfill-status-view.js";
 import { featureRequest, intOption } from "./batch-command.js";
 import { loadCommandConfig } from "./config-command.js";
 
@@ -57,11 +55,12 @@ export function register(program: Command): void {
           `--model must be serving or candidate, got ${JSON.stringify(opts.model)}`,
         );
       }
-      const config = loadCommandConfig(command);
+      const config = await loadCommandConfig(command);
       if (opts.range !== undefined && (opts.from !== undefined || opts.to !== undefined)) {
         throw new SluiceError("CONFIG_INVALID", "--range replaces --from/--to: give one or the other");
       }
       const range = opts.range !== undefined ? splitRangeSpec(opts.range) : { from: opts.from, to: opts.to };
+      const { submitBackfill } = await import("../app/backfill-runtime.js");
       const summary = await submitBackfill(
         config,
         {
@@ -95,7 +94,9 @@ export function register(program: Command): void {
     .option("--watch", "refresh until the run is done (a progress bar on a terminal)")
     .option("--interval-ms <ms>", "refresh interval with --watch", "2000")
     .action(async (runId: string, opts: { json?: boolean; watch?: boolean; intervalMs: string }, command) => {
-      const config = loadCommandConfig(command as Command);
+      const config = await loadCommandConfig(command as Command);
+      const { backfillStatus } = await import("../app/backfill-runtime.js");
+      const { BackfillStatusView } = await import("./backfill-status-view.js");
       const view = new BackfillStatusView();
       const interval = intOption("--interval-ms", opts.intervalMs);
       let report = await backfillStatus(config, runId);
@@ -118,7 +119,8 @@ export function register(program: Command): void {
     .requiredOption("-o, --output <dir>", "directory for part files and manifest.json")
     .option("--part-rows <rows>", "input rows per part file", "10000")
     .action(async (runId: string, opts: { output: string; partRows: string }, command) => {
-      const config = loadCommandConfig(command as Command);
+      const config = await loadCommandConfig(command as Command);
+      const { exportBackfill } = await import("../app/backfill-runtime.js");
       const s = await exportBackfill(config, runId, opts.output, intOption("--part-rows", opts.partRows));
       if (!s.wroteAnything) {
         process.stdout.write(`run ${runId} is already exported to ${s.dir}; nothing new to write\n`);

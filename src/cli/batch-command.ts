@@ -1,11 +1,10 @@
 import type { Command } from "commander";
-import { type BatchRunRequest, createBatchRuntime } from "../app/batch-runtime.js";
+import type { BatchRunRequest } from "../app/batch-runtime.js";
 import type { BatchRunMode } from "../batch/batch-job.js";
 import type { BatchRunSummary } from "../batch/batch-run-summary.js";
 import type { SluiceConfig } from "../config/config-schema.js";
 import { splitRangeSpec } from "../runs/offset-spec.js";
 import { SluiceError } from "../sluice-error.js";
-import { BatchProgressBar } from "./batch-progress-bar.js";
 import { loadCommandConfig } from "./config-command.js";
 
 interface BatchCliOptions {
@@ -68,7 +67,7 @@ export function register(program: Command): void {
       if (opts.newRun && opts.retryFailed) {
         throw new SluiceError("CONFIG_INVALID", "--new-run and --retry-failed exclude each other: pick one");
       }
-      const config = loadCommandConfig(command);
+      const config = await loadCommandConfig(command);
       const summary = await runBatchCommand(opts, config);
       process.exitCode = summary.action === "interrupted" ? 130 : 0;
     });
@@ -95,6 +94,8 @@ async function runBatchCommand(opts: BatchCliOptions, config: SluiceConfig): Pro
     stateDir: opts.stateDir,
     mode,
   };
+  const { BatchProgressBar } = await import("./batch-progress-bar.js");
+  const { createBatchRuntime } = await import("../app/batch-runtime.js");
   const progress = new BatchProgressBar({
     intervalMs: intOption("--progress-interval-ms", opts.progressIntervalMs),
   });

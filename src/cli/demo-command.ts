@@ -1,13 +1,9 @@
 import { randomBytes } from "node:crypto";
 import type { Command } from "commander";
-import type { Kafka } from "kafkajs";
-import { startServeRuntime } from "../app/serve-runtime.js";
 import type { SluiceConfig } from "../config/config-schema.js";
-import { encodeRequest } from "../contracts/request-codec.js";
-import { decodeResult } from "../contracts/result-codec.js";
-import { LocalBroker } from "../devtools/local-broker.js";
-import { createKafka } from "../kafka/client/kafka-client.js";
-import { createLogger } from "../observability/logger.js";
+import type { InferenceResult } from "../contracts/inference.js";
+import type { LocalBroker } from "../devtools/local-broker.js";
+import type { KafkaClient } from "../kafka/client/kafka-client.js";
 import { SluiceError } from "../sluice-error.js";
 import { loadCommandConfig } from "./config-command.js";
 
@@ -46,7 +42,11 @@ export function register(program: Command): void {
           `--timeout-ms must be a positive integer (ms), got "${opts.timeoutMs}"`,
         );
       }
-      let config = loadCommandConfig(command);
+      let config = await loadCommandConfig(command);
+      const { LocalBroker } = await import("../devtools/local-broker.js");
+      const { createLogger } = await import("../observability/logger.js");
+      const { startServeRuntime } = await import("../app/serve-runtime.js");
+      const { createKafka } = await import("../kafka/client/kafka-client.js");
       let broker: LocalBroker | undefined;
       const brokerFromEnv = Boolean(process.env.KAFKA_BROKERS || process.env.SLUICE_KAFKA__BROKERS);
       if (!brokerFromEnv) {
@@ -114,11 +114,13 @@ export function register(program: Command): void {
 }
 
 async function runSamples(
-  kafka: Kafka,
+  kafka: KafkaClient,
   config: SluiceConfig,
   out: (line?: string) => void,
   timeoutMs: number,
 ): Promise<void> {
+  const { encodeRequest } = await import("../contracts/request-codec.js");
+  const { decodeResult } = await import("../contracts/result-codec.js");
   const run = randomBytes(3).toString("hex");
   const samples: Sample[] = [
     { id: `demo-${run}-1`, text: "Kafka transactions make results exactly once", note: "" },
@@ -146,7 +148,7 @@ async function runSamples(
     readUncommitted: false,
     maxWaitTimeInMs: 100,
   });
-  const results = new Map<string, ReturnType<typeof decodeResult>>();
+  const results = new Map<string, InferenceResult>();
   const deadLetters: { key: string | null; code: string }[] = [];
   let joined: () => void = () => {};
   const joinedP = new Promise<void>((r) => {
@@ -238,13 +240,17 @@ const TRICKLE_TEXTS = [
  * `demo --watch`: two sample requests every 500 ms, so the live page has something to draw. Stops at
  * `stop()`; a failed send rejects `failed`.
  */
-function startTrickle(kafka: Kafka, config: SluiceConfig): { stop(): Promise<void>; failed: Promise<never> } {
+function startTrickle(
+  kafka: KafkaClient,
+  config: SluiceConfig,
+): { stop(): Promise<void>; failed: Promise<never> } {
   const topic = config.topics.requests[0] as string;
   const run = randomBytes(3).toString("hex");
   const producer = kafka.producer();
   let running = true;
   let n = 0;
   const loop = (async () => {
+    const { encodeRequest } = await import("../contracts/request-codec.js");
     await producer.connect();
     try {
       while (running) {

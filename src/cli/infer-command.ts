@@ -1,8 +1,5 @@
 import { readFileSync } from "node:fs";
 import type { Command } from "commander";
-import { decodeV2Request, encodeV2Result } from "../contracts/v2-json-codec.js";
-import { statusOf } from "../delivery/result-builder.js";
-import { modelInputOf } from "../model/model-port.js";
 import { SluiceError } from "../sluice-error.js";
 import { addModelFlags, type ModelFlags, openModel } from "./model-command.js";
 
@@ -20,6 +17,9 @@ export function register(program: Command): void {
       if ((flags.text === undefined) === (flags.v2 === undefined)) {
         throw new SluiceError("CONFIG_INVALID", "give exactly one of --text or --v2");
       }
+      const { decodeV2Request, encodeV2Result } = await import("../contracts/v2-json-codec.js");
+      const { statusOf } = await import("../delivery/result-builder.js");
+      const { modelInputOf } = await import("../model/model-port.js");
       let input: unknown = flags.text;
       let requestId = "infer";
       if (flags.v2 !== undefined) {

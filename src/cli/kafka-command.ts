@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import type { Command } from "commander";
 import { packageRoot } from "../config/project-paths.js";
-import { LocalBroker, type LocalBrokerOptions, type LocalBrokerStatus } from "../devtools/local-broker.js";
+import type { LocalBroker, LocalBrokerOptions, LocalBrokerStatus } from "../devtools/local-broker.js";
 import { SecureBrokerLayout } from "../devtools/secure-broker.js";
 import { SluiceError } from "../sluice-error.js";
 
@@ -17,7 +17,11 @@ interface KafkaCommandOptions {
 /** Exit code of `sluice kafka status` when no broker runs (LSB convention for "not running"). */
 export const NOT_RUNNING_EXIT_CODE = 3;
 
-function brokerFrom(opts: KafkaCommandOptions): { broker: LocalBroker; secure?: SecureBrokerLayout } {
+/** The broker's readiness check speaks Kafka, so LocalBroker is loaded only when a command runs. */
+async function brokerFrom(
+  opts: KafkaCommandOptions,
+): Promise<{ broker: LocalBroker; secure?: SecureBrokerLayout }> {
+  const { LocalBroker } = await import("../devtools/local-broker.js");
   const options: LocalBrokerOptions = {
     onProgress: opts.json ? undefined : (message) => process.stderr.write(`${message}\n`),
   };
@@ -88,7 +92,7 @@ export function register(program: Command): void {
     .option("--port <port>", "client port on 127.0.0.1; a free one is chosen when taken (default 19092)")
     .option("--heap-mb <mb>", "max JVM heap in MiB (default 1024)")
     .action(async (opts: KafkaCommandOptions) => {
-      const { broker, secure } = brokerFrom(opts);
+      const { broker, secure } = await brokerFrom(opts);
       const status = await broker.start();
       if (opts.json) {
         const credentials = secure?.describe();
@@ -111,7 +115,7 @@ export function register(program: Command): void {
   withCommon(kafka.command("stop"))
     .description("Stop the broker started from this run folder (SIGTERM, then SIGKILL after 30 s)")
     .action(async (opts: KafkaCommandOptions) => {
-      const { broker } = brokerFrom(opts);
+      const { broker } = await brokerFrom(opts);
       const result = await broker.stop();
       if (opts.json) process.stdout.write(`${JSON.stringify({ runDir: broker.runDir, ...result })}\n`);
       else if (result.stopped)
@@ -122,7 +126,7 @@ export function register(program: Command): void {
   withCommon(kafka.command("status"))
     .description(`Show whether the broker runs; exits ${NOT_RUNNING_EXIT_CODE} when it does not`)
     .action(async (opts: KafkaCommandOptions) => {
-      const status = await brokerFrom(opts).broker.status();
+      const status = await (await brokerFrom(opts)).broker.status();
       if (opts.json) process.stdout.write(`${JSON.stringify(status)}\n`);
       else if (status.running) process.stdout.write(`running: ${describe(status)}\n`);
       else process.stdout.write(`not running (run folder ${status.runDir})\n`);

@@ -1,6 +1,5 @@
 import { Command } from "commander";
 import { packageVersion } from "../config/project-paths.js";
-import { kafkaFailure } from "../kafka/client/kafka-failure.js";
 import { ignoreKafkajsNegativeTimeoutWarning } from "../kafka/client/kafkajs-timeout-warning.js";
 import { isSluiceError } from "../sluice-error.js";
 import * as aclsCommand from "./acls-command.js";
@@ -20,12 +19,24 @@ import * as zipkinCommand from "./zipkin-command.js";
 ignoreKafkajsNegativeTimeoutWarning();
 
 /**
- * The `sluice` command. Each command module exports `register(program: Command): void` and is listed
- * once below; keep it a plain list (no discovery magic) so the CLI surface is readable in one place.
- * Commands read configuration with `loadCommandConfig(command)` from ./config-command.js, which
- * honours the global `--config` option.
+ * A command module. `register(program)` declares one command (name, description, options, help) and
+ * stays cheap: the command's action imports what it runs (`await import(...)`), so `sluice --help`
+ * or `sluice config print` loads no model runtime and no Kafka client (test/e2e/cli-lazy-load.test.ts
+ * checks). `prepare(command)` is for help that needs a
+ * heavier module (the configuration schema, say): awaited before parsing, only when the command line
+ * names the command (`sluice serve --help`, `sluice help serve`, `sluice serve`).
  */
-const COMMANDS: { register(program: Command): void }[] = [
+interface CommandModule {
+  register(program: Command): void;
+  prepare?(command: Command): Promise<void>;
+}
+
+/**
+ * The `sluice` command. Each command module is listed once below; keep it a plain list (no discovery
+ * magic) so the CLI surface is readable in one place. Commands read configuration with
+ * `await loadCommandConfig(command)` from ./config-command.js, which honours the global `--config`.
+ */
+const COMMANDS: CommandModule[] = [
   kafkaCommand,
   configCommand,
   serveCommand,
@@ -41,7 +52,8 @@ const COMMANDS: { register(program: Command): void }[] = [
   zipkinCommand,
 ];
 
-export function buildProgram(): Command {
+/** The program for the command line `args` (the arguments after the script name). */
+export async function buildProgram(args: readonly string[] = []): Promise<Command> {
   const program = new Command("sluice")
     .description("Streaming micro-batch ONNX inference on Apache Kafka (online and batch)")
     .version(packageVersion(), "-V, --version")
@@ -50,22 +62,31 @@ export function buildProgram(): Command {
       "YAML configuration file (default: $SLUICE_CONFIG or ./sluice.config.yaml)",
     )
     .showHelpAfterError();
-  for (const command of COMMANDS) command.register(program);
+  for (const module of COMMANDS) {
+    const before = program.commands.length;
+    module.register(program);
+    const command = program.commands[before];
+    // A word of the command line that only looks like the name (a file called "serve") just
+    // prepares one help text too many.
+    if (module.prepare && command && args.includes(command.name())) await module.prepare(command);
+  }
   return program;
 }
 
 /** Prints an error the way users should see it: `CODE: message`, a stack only with SLUICE_DEBUG=1. */
-export function reportError(error: unknown): void {
+export async function reportError(error: unknown): Promise<void> {
   if (isSluiceError(error)) {
     process.stderr.write(`${error.code}: ${error.message}\n`);
     if (process.env["SLUICE_DEBUG"] && error.cause)
       process.stderr.write(`${String((error.cause as Error).stack ?? error.cause)}\n`);
     return;
   }
-  // A kafkajs error that escaped its adapter still gets its class and a fix, not INTERNAL.
+  // A kafkajs error that escaped its adapter still gets its class and a fix, not INTERNAL. Loaded
+  // here, on the error path only: the Kafka failure rules are no part of a command that succeeds.
+  const { kafkaFailure } = await import("../kafka/client/kafka-failure.js");
   const kafka = kafkaFailure(error, { doing: "talking to Kafka" });
   if (kafka) {
-    reportError(kafka);
+    await reportError(kafka);
     return;
   }
   const message = error instanceof Error ? error.message : String(error);
@@ -75,9 +96,9 @@ export function reportError(error: unknown): void {
 }
 
 try {
-  await buildProgram().parseAsync(process.argv);
+  await (await buildProgram(process.argv.slice(2))).parseAsync(process.argv);
 } catch (error) {
-  reportError(error);
+  await reportError(error);
   process.exitCode = 1;
   // A failed command exits even if a client it could not close (a refused TLS connection, say)
   // still holds the event loop; an unref'd timer fires only then.

@@ -1,22 +1,15 @@
 import { basename } from "node:path";
 import type { Command } from "commander";
-import { backfillStatus } from "../app/backfill-runtime.js";
-import { modelStatus, promoteModel, rollbackModel } from "../app/model-control-runtime.js";
 import type { SluiceConfig } from "../config/config-schema.js";
-import { envNameFor } from "../config/env-overrides.js";
 import type { ModelSettings } from "../config/model-settings.js";
 import { BGE_SMALL_FP32_MODEL, DEFAULT_MODEL, ensureMavenModel } from "../model/default-model.js";
-import { type LoadedModel, loadModel } from "../model/model-loader.js";
+import type { LoadedModel } from "../model/model-loader.js";
 import type { ModelPort } from "../model/model-port.js";
-import {
-  candidateRunnerOptionsFromConfig,
-  modelRunnerOptionsFromConfig,
-} from "../model/model-runner-config.js";
-import { type ModelLoadCost, ModelSet, type RoleModel } from "../model/model-set.js";
+import type { ModelLoadCost, RoleModel } from "../model/model-set.js";
 import { NoopModel } from "../model/noop-model.js";
 import { intOption } from "./batch-command.js";
 import { loadCommandConfig } from "./config-command.js";
-import { tensorSignatureLines } from "./tensor-signature-view.js";
+import type { tensorSignatureLines } from "./tensor-signature-view.js";
 
 /** Flags shared by `model info` and `infer`; unset flags fall back to the configuration's `model` section. */
 export interface ModelFlags {
@@ -51,7 +44,7 @@ export function addModelFlags(command: Command): Command {
 export async function modelRunnerOptionsFrom(command: Command, flags: ModelFlags): Promise<ModelSettings> {
   type Model = SluiceConfig["model"];
   // Cast only for the compiler: the schema checks these values with the rest of the configuration.
-  const config = loadCommandConfig(command, {
+  const config = await loadCommandConfig(command, {
     model: {
       workers: 1,
       ...(flags.task === undefined ? {} : { task: flags.task as Model["task"] }),
@@ -59,6 +52,8 @@ export async function modelRunnerOptionsFrom(command: Command, flags: ModelFlags
       ...(flags.labels === undefined ? {} : { labels: flags.labels.split(",").map((l) => l.trim()) }),
     },
   });
+  const { envNameFor } = await import("../config/env-overrides.js");
+  const { modelRunnerOptionsFromConfig } = await import("../model/model-runner-config.js");
   const file = flags.model;
   const fromFlag = file !== undefined;
   const model: Model = fromFlag
@@ -86,6 +81,7 @@ export async function modelRunnerOptionsFrom(command: Command, flags: ModelFlags
 /** `--model noop` gives the no-op model (Kafka-ceiling benchmarks); anything else a real runner. */
 export async function openModel(command: Command, flags: ModelFlags): Promise<ModelPort> {
   if (flags.model === "noop") return new NoopModel();
+  const { loadModel } = await import("../model/model-loader.js");
   return loadModel(await modelRunnerOptionsFrom(command, flags));
 }
 
@@ -135,11 +131,17 @@ export function register(program: Command): void {
         );
         return;
       }
+      const [{ candidateRunnerOptionsFromConfig }, { ModelSet }, { tensorSignatureLines }] =
+        await Promise.all([
+          import("../model/model-runner-config.js"),
+          import("../model/model-set.js"),
+          import("./tensor-signature-view.js"),
+        ]);
       // Without --model, the configured candidate is shown beside the serving model.
       const candidate =
         flags.model === undefined
           ? await candidateRunnerOptionsFromConfig(
-              loadCommandConfig(command),
+              await loadCommandConfig(command),
               (line) => process.stderr.write(`${line}\n`),
               flags.modelsDir ? { modelsDir: flags.modelsDir } : {},
             )
@@ -157,7 +159,7 @@ export function register(program: Command): void {
           return;
         }
         const blocks = models.roles.map((r) =>
-          modelInfoLines(r.model, models.candidate ? r.role : undefined, r.cost),
+          modelInfoLines(r.model, models.candidate ? r.role : undefined, r.cost, tensorSignatureLines),
         );
         const differences = models.differences();
         if (differences.length > 0)
@@ -170,7 +172,12 @@ export function register(program: Command): void {
 }
 
 /** `model info`'s lines for one model; with a role when a candidate is configured. */
-function modelInfoLines(runner: LoadedModel, role: string | undefined, cost: ModelLoadCost): string[] {
+function modelInfoLines(
+  runner: LoadedModel,
+  role: string | undefined,
+  cost: ModelLoadCost,
+  signatureLines: typeof tensorSignatureLines,
+): string[] {
   const d = runner.description;
   const head = [
     ...(role
@@ -178,7 +185,7 @@ function modelInfoLines(runner: LoadedModel, role: string | undefined, cost: Mod
       : []),
     `memory:      +${cost.rssMiB} MiB resident, loaded in ${cost.loadMs} ms (one worker)`,
   ];
-  if ("signature" in d) return [...head, ...tensorSignatureLines(d)];
+  if ("signature" in d) return [...head, ...signatureLines(d)];
   const shape = (s: (number | string)[]) => `[${s.join(", ")}]`;
   const lines = [
     `name:        ${d.identity.name}`,
@@ -202,7 +209,11 @@ function registerSwitchCommands(model: Command): void {
   const switchAction =
     (action: "promote" | "rollback") =>
     async (opts: { timeout: string; afterRun?: string }, command: Command): Promise<void> => {
-      const config = loadCommandConfig(command);
+      const config = await loadCommandConfig(command);
+      const [{ backfillStatus }, { promoteModel, rollbackModel }] = await Promise.all([
+        import("../app/backfill-runtime.js"),
+        import("../app/model-control-runtime.js"),
+      ]);
       const timeoutMs = intOption("--timeout", opts.timeout);
       const onProgress = (switched: number, total: number) =>
         process.stderr.write(`${action}: ${switched} of ${total} online partitions switched\n`);
@@ -251,7 +262,8 @@ function registerSwitchCommands(model: Command): void {
     )
     .option("--json", "print one JSON object")
     .action(async (opts: { json?: boolean }, command: Command) => {
-      const s = await modelStatus(loadCommandConfig(command));
+      const { modelStatus } = await import("../app/model-control-runtime.js");
+      const s = await modelStatus(await loadCommandConfig(command));
       if (opts.json) {
         process.stdout.write(`${JSON.stringify(s)}\n`);
         return;

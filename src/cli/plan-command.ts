@@ -1,8 +1,5 @@
 import type { Command } from "commander";
-import { batchModelOptions } from "../app/batch-runtime.js";
-import { formatCapacityPlan, parseDurationMs, planCapacity } from "../batch/capacity-plan.js";
 import type { ModelSettings } from "../config/model-settings.js";
-import { TextModelRunner } from "../model/text-model-runner.js";
 import { SluiceError } from "../sluice-error.js";
 import { loadCommandConfig } from "./config-command.js";
 
@@ -41,7 +38,7 @@ export function register(program: Command): void {
       let measured: { items: number; ms: number; batchSize: number; cpuSecondsPerItem: number } | null = null;
       if (opts.measure) {
         // One worker: the plan multiplies a per-worker rate (the other model settings are the configured ones).
-        const config = loadCommandConfig(command, { model: { workers: 1 } });
+        const config = await loadCommandConfig(command, { model: { workers: 1 } });
         const seconds = Number(opts.measureSeconds);
         if (!Number.isFinite(seconds) || seconds <= 0) {
           throw new SluiceError(
@@ -49,6 +46,7 @@ export function register(program: Command): void {
             `--measure-seconds must be positive, got ${opts.measureSeconds}`,
           );
         }
+        const { batchModelOptions } = await import("../app/batch-runtime.js");
         const m = await measureItemsPerSec(
           await batchModelOptions(config),
           config.batching.maxBatchSize,
@@ -69,7 +67,8 @@ export function register(program: Command): void {
       if (perWorker === undefined) {
         throw new SluiceError("CONFIG_INVALID", "give --per-worker-qps <rate> or --measure");
       }
-      const config = loadCommandConfig(command);
+      const config = await loadCommandConfig(command);
+      const { formatCapacityPlan, parseDurationMs, planCapacity } = await import("../batch/capacity-plan.js");
       const plan = planCapacity({
         items: Number(opts.items),
         windowMs: parseDurationMs(opts.window),
@@ -103,6 +102,7 @@ async function measureItemsPerSec(
   batchSize: number,
   durationMs: number,
 ): Promise<{ itemsPerSec: number; items: number; ms: number; cpuMs: number }> {
+  const { TextModelRunner } = await import("../model/text-model-runner.js");
   const model = await TextModelRunner.create(settings);
   try {
     const texts = sampleTexts(batchSize * 8);

@@ -1,7 +1,4 @@
 import type { Command } from "commander";
-import { startServeRuntime } from "../app/serve-runtime.js";
-import { envNameFor } from "../config/env-overrides.js";
-import { createLogger } from "../observability/logger.js";
 import { loadCommandConfig } from "./config-command.js";
 
 /** Longest a runtime that failed (e.g. Kafka refused access) takes to stop before serve exits, ms. */
@@ -21,14 +18,22 @@ const COMMON_KEYS: [key: string, note: string][] = [
   ["observability.metricsPort", "/metrics, /healthz, /readyz; / is the live page"],
 ];
 
-const SERVE_HELP = [
-  "",
-  "Configuration: a YAML file (--config, $SLUICE_CONFIG or ./sluice.config.yaml), overridden by",
-  "environment variables SLUICE_<SECTION>__<KEY>. The keys most runs set:",
-  ...COMMON_KEYS.map(([key, note]) => `  ${key.padEnd(27)}${envNameFor(key)}${note ? `  (${note})` : ""}`),
-  "Every key, its default and its variable: docs/configuration.md. The effective values: sluice config print.",
-  "Stops on SIGTERM or Ctrl-C after finishing and committing in-flight batches.\n",
-].join("\n");
+function serveHelp(envNameFor: (key: string) => string): string {
+  return [
+    "",
+    "Configuration: a YAML file (--config, $SLUICE_CONFIG or ./sluice.config.yaml), overridden by",
+    "environment variables SLUICE_<SECTION>__<KEY>. The keys most runs set:",
+    ...COMMON_KEYS.map(([key, note]) => `  ${key.padEnd(27)}${envNameFor(key)}${note ? `  (${note})` : ""}`),
+    "Every key, its default and its variable: docs/configuration.md. The effective values: sluice config print.",
+    "Stops on SIGTERM or Ctrl-C after finishing and committing in-flight batches.\n",
+  ].join("\n");
+}
+
+/** The help's variable names come from env-overrides, which loads the configuration schema. */
+export async function prepare(serve: Command): Promise<void> {
+  const { envNameFor } = await import("../config/env-overrides.js");
+  serve.addHelpText("after", serveHelp(envNameFor));
+}
 
 export function register(program: Command): void {
   program
@@ -36,9 +41,10 @@ export function register(program: Command): void {
     .description("Consume requests, run micro-batched inference, publish results exactly once")
     // serve has no flags of its own: it reads the configuration (file, then SLUICE_* variables).
     .configureHelp({ showGlobalOptions: true })
-    .addHelpText("after", SERVE_HELP)
     .action(async (_opts: unknown, command: Command) => {
-      const config = loadCommandConfig(command);
+      const config = await loadCommandConfig(command);
+      const { createLogger } = await import("../observability/logger.js");
+      const { startServeRuntime } = await import("../app/serve-runtime.js");
       const logger = createLogger({
         level: config.observability.logLevel,
         logPayloads: config.observability.logPayloads,

@@ -1,10 +1,5 @@
 import type { Command } from "commander";
-import { formatStatusTable } from "../app/group-status-table.js";
-import { envNameFor } from "../config/env-overrides.js";
-import { createKafka } from "../kafka/client/kafka-client.js";
-import { describeConsumerGroup } from "../kafka/probes/consumer-group-state.js";
-import { kafkaLagReaders } from "../kafka/probes/kafka-lag-readers.js";
-import { type GroupStatus, readGroupStatus } from "../observability/group-status.js";
+import type { GroupStatus } from "../observability/group-status.js";
 import { SluiceError } from "../sluice-error.js";
 import { loadCommandConfig } from "./config-command.js";
 
@@ -27,13 +22,18 @@ export function register(program: Command): void {
     )
     .option("--json", "print JSON instead of a table")
     .action(async (flags: StatusFlags, command: Command) => {
-      const config = loadCommandConfig(command);
+      const config = await loadCommandConfig(command);
+      const { createKafka } = await import("../kafka/client/kafka-client.js");
+      const { describeConsumerGroup } = await import("../kafka/probes/consumer-group-state.js");
+      const { kafkaLagReaders } = await import("../kafka/probes/kafka-lag-readers.js");
+      const { readGroupStatus } = await import("../observability/group-status.js");
       const groupId = flags.group ?? config.consumer.groupId;
       const kafka = createKafka(config.kafka);
       // A group the coordinator does not know has no lag to show: reading offsets would report the
       // whole topic as lag of a group that never ran, which looks like a real, stuck consumer.
       const group = await describeConsumerGroup(kafka, groupId);
       if (group.state === "Dead") {
+        const { envNameFor } = await import("../config/env-overrides.js");
         throw new SluiceError(
           "GROUP_NOT_FOUND",
           `consumer group "${groupId}" does not exist on ${config.kafka.brokers.join(",")} (no members, no committed offsets); ` +
@@ -50,6 +50,7 @@ export function register(program: Command): void {
         if (flags.topic || (error as { code?: string }).code !== "INPUT_INVALID") throw error;
         status = await readGroupStatus({ ...readers, groupId, topics: config.topics.requests });
       }
+      const { formatStatusTable } = await import("../app/group-status-table.js");
       process.stdout.write(flags.json ? `${JSON.stringify(status, null, 2)}\n` : formatStatusTable(status));
     });
 }

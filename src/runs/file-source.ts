@@ -48,15 +48,22 @@ export class FileSource implements RowSource {
     this.textField = opts.textField;
   }
 
-  async describe(): Promise<InputDescription> {
-    let size: number;
+  async assertReadable(): Promise<void> {
+    await this.size();
+  }
+
+  private async size(): Promise<number> {
     try {
-      size = (await stat(this.path)).size;
+      return (await stat(this.path)).size;
     } catch (cause) {
       throw new SluiceError("INPUT_INVALID", `cannot read input file ${this.path}: check the --input path`, {
         cause,
       });
     }
+  }
+
+  async describe(): Promise<InputDescription> {
+    const size = await this.size();
     const hash = createHash("sha256");
     let rows = 0;
     for await (const item of this.read((chunk) => hash.update(chunk))) {

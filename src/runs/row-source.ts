@@ -21,6 +21,11 @@ export interface SourceRow {
 
 export interface RowSource {
   /**
+   * Fails with INPUT_INVALID when the input cannot be read at all (a missing file), before the
+   * submission touches Kafka; a source whose every check needs the broker leaves it out.
+   */
+  assertReadable?(): Promise<void>;
+  /**
    * Reads the input's identity (hash or offset ranges) without keeping rows. `previous` is the
    * manifest's description when resuming: a topic source reuses its fixed ranges if the spec matches.
    */

@@ -118,6 +118,28 @@ describe("BackfillSubmission", () => {
     expect(m.transactions).toBe(log.commits);
   });
 
+  it("a missing input file is INPUT_INVALID before the writer opens (nothing touches Kafka)", async () => {
+    let opened = false;
+    const writer = { ...fakeWriter({ records: [], manifest: null, commits: 0 }) };
+    writer.open = async () => {
+      opened = true;
+      return null;
+    };
+    const error = await new BackfillSubmission({
+      source: defaultFileSource(join(dir, "nope.jsonl")),
+      writer,
+      run,
+      codec: "json",
+      chunkRows: 4,
+      maxRecordBytes: 200,
+    })
+      .run()
+      .catch((e: unknown) => e);
+    expect(isSluiceError(error) && error.code).toBe("INPUT_INVALID");
+    expect((error as Error).message).toMatch(/cannot read input file .*nope\.jsonl: check the --input path/);
+    expect(opened).toBe(false);
+  });
+
   it("a candidate run (--model candidate) puts its version on every row; resuming with the other model is refused", async () => {
     const log: Log = { records: [], manifest: null, commits: 0 };
     const candidateRun = { ...run, model: { ...run.model, role: "candidate" as const } };
