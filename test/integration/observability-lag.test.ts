@@ -239,8 +239,13 @@ describe("lag counts data records only (transactional and aborted input) against
       intervalMs: 1000,
     });
     try {
-      // Before any commit: the five data records are the lag (the commit marker is not).
-      const before = await monitor.sample();
+      // Before any commit: the five data records are the lag (the commit marker is not). The
+      // coordinator writes the marker after commit() returns; until then the last stable offset is 0.
+      // A probe that times out on a busy broker reports offsets only (6) for that sample; the next reads the log.
+      const before = await sampleUntil(
+        monitor,
+        (s) => s.partitions[0]?.endOffset === "6" && s.partitions[0]?.lagRecords === 5,
+      );
       expect(before.partitions[0]).toMatchObject({ endOffset: "6", lagRecords: 5 });
       // The group processed all five and committed 5; the marker at offset 5 stays after it.
       await commitGroupOffsets(kafka, groupId, topic, [{ partition: 0, offset: "5" }]);
@@ -277,8 +282,9 @@ describe("lag counts data records only (transactional and aborted input) against
     await produceInTransaction(topic, "aborted", 4, false); // offsets 4-7, abort marker 8
     const monitor = new LagMonitor({ ...kafkaLagReaders(kafka), groupId, topics: [topic], intervalMs: 1000 });
     try {
-      // Nothing committed: 3 data records wait (aborted records and markers do not).
-      const before = await monitor.sample();
+      // Nothing committed: 3 data records wait (aborted records and markers do not). The abort
+      // marker lands after abort() returns; until then the last stable offset stays at 4.
+      const before = await sampleUntil(monitor, (s) => s.partitions[0]?.endOffset === "9");
       expect(before.partitions[0]).toMatchObject({ endOffset: "9", lagRecords: 3 });
       await commitGroupOffsets(kafka, groupId, topic, [{ partition: 0, offset: "3" }]);
       const [first, second] = await twoSamplesAt(monitor, "3");

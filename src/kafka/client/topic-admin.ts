@@ -152,16 +152,25 @@ async function createIgnoringExisting(
   admin: ReturnType<Kafka["admin"]>,
   topics: Parameters<ReturnType<Kafka["admin"]>["createTopics"]>[0]["topics"],
 ): Promise<void> {
+  const names = topics.map((t) => t.topic);
   for (let attempt = 1; ; attempt++) {
     try {
       await admin.createTopics({ topics, waitForLeaders: true });
+      // The controller answers once the topics are created; the broker that answers the next
+      // listTopics may list them a moment later (seen in CI: a check right after missed them).
+      await untilListed(admin, names);
       return;
     } catch (error) {
       // Another instance may have created them at the same time.
       const type = (error as { type?: string }).type;
       const nested = (error as { errors?: { type?: string }[] }).errors ?? [];
       if (type === "TOPIC_ALREADY_EXISTS" || nested.every((e) => e.type === "TOPIC_ALREADY_EXISTS")) {
-        if (nested.length > 0 || type === "TOPIC_ALREADY_EXISTS") return;
+        if (nested.length > 0 || type === "TOPIC_ALREADY_EXISTS") {
+          // Created by our own earlier attempt or by another instance, whose leader wait is not ours:
+          // wait until the broker's metadata lists them, so a check right after this sees them.
+          await untilListed(admin, names);
+          return;
+        }
       }
       // A busy broker can answer the leader wait before the new partitions have leaders
       // (UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE): transient, and creating again is safe.
@@ -172,13 +181,25 @@ async function createIgnoringExisting(
         await new Promise((r) => setTimeout(r, 250 * attempt));
         continue;
       }
-      throw createFailure(
-        error,
-        topics.map((t) => t.topic),
-      );
+      throw createFailure(error, names);
     }
   }
 }
+
+/**
+ * Waits (up to LISTED_WAIT_MS) until every topic is in the broker's metadata. A CreateTopics (ours,
+ * or another instance's that made ours answer TOPIC_ALREADY_EXISTS) can return before the answering
+ * broker lists the topics; past the bound the caller's own check names what is missing.
+ */
+async function untilListed(admin: ReturnType<Kafka["admin"]>, names: readonly string[]): Promise<void> {
+  const deadline = Date.now() + LISTED_WAIT_MS;
+  for (;;) {
+    const listed = new Set(await admin.listTopics());
+    if (names.every((n) => listed.has(n)) || Date.now() > deadline) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+const LISTED_WAIT_MS = 10_000;
 
 /** Tries of a topic creation whose leader wait ended before the leaders were known. */
 const CREATE_ATTEMPTS = 5;
@@ -213,21 +234,21 @@ export async function ensureCompactedTopic(
   await withAdmin(kafka, async (admin) => {
     if ((await admin.listTopics()).includes(topic)) return;
     try {
-      await admin.createTopics({
-        waitForLeaders: true,
-        topics: [
-          {
-            topic,
-            numPartitions: 1,
-            replicationFactor,
-            configEntries: [{ name: "cleanup.policy", value: "compact" }],
-          },
-        ],
-      });
+      await createIgnoringExisting(admin, [
+        {
+          topic,
+          numPartitions: 1,
+          replicationFactor,
+          configEntries: [{ name: "cleanup.policy", value: "compact" }],
+        },
+      ]);
     } catch (cause) {
       if ((await admin.listTopics()).includes(topic)) return; // created concurrently
-      throw new SluiceError("BROKER_UNAVAILABLE", `cannot create ${what}: ${(cause as Error).message}`, {
-        cause,
+      // A denied create already names the ACL to grant; anything else names the topic's setting.
+      if (cause instanceof SluiceError && cause.code !== "BROKER_UNAVAILABLE") throw cause;
+      const kafkaError = cause instanceof SluiceError ? cause.cause : cause;
+      throw new SluiceError("BROKER_UNAVAILABLE", `cannot create ${what}: ${(kafkaError as Error).message}`, {
+        cause: kafkaError,
         retriable: true,
         context: { topic },
       });
