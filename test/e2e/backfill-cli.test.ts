@@ -147,7 +147,7 @@ describe("sluice backfill CLI against the real broker", () => {
     const resumed = await runCli(["backfill", "submit", "--input", input, "--run-id", runId], crashEnv);
     expect(resumed.code, resumed.stderr).toBe(0);
     expect(resumed.stdout).toMatch(/resumed after row \d+/);
-    const records = await readCommitted(`${base}.crash`, { expected: 3000, settleMs: 1000 });
+    const records = await readCommitted(`${base}.crash`, { expected: 3000 });
     const counts = new Map<string, number>();
     for (const r of records) counts.set(r.key ?? "", (counts.get(r.key ?? "") ?? 0) + 1);
     expect([...counts].filter(([, n]) => n !== 1)).toEqual([]);

@@ -31,6 +31,29 @@ const PHRASES = [
   "embedding",
 ];
 
+/**
+ * Polls the run's status until `done` holds. The SLO guard slows the backfill lane whenever the online
+ * tail suffers, which on a shared CI machine (other test files beside this one) can mean a few rows a
+ * second: so the wait fails on a run that stops moving (no new row done for STALL_MS), not on a clock.
+ */
+const STALL_MS = 60_000;
+async function untilRun(
+  status: () => Promise<RunStatusReport>,
+  done: (s: RunStatusReport) => boolean,
+  failure: (s: RunStatusReport) => string,
+): Promise<RunStatusReport> {
+  let last = await status();
+  let movedAt = Date.now();
+  while (!done(last)) {
+    if (Date.now() - movedAt > STALL_MS) throw new Error(failure(last));
+    await new Promise((r) => setTimeout(r, 250));
+    const next = await status();
+    if (next.rowsDone > last.rowsDone) movedAt = Date.now();
+    last = next;
+  }
+  return last;
+}
+
 describe("sluice backfill across a serve group", () => {
   let dir: string;
   const procs: ServeProcess[] = [];
@@ -114,23 +137,20 @@ describe("sluice backfill across a serve group", () => {
     })();
 
     // Kill one instance once a good part of the run is done, but not all of it.
-    let atKill = await status();
-    for (const started = Date.now(); atKill.rowsDone < ROWS * 0.25; atKill = await status()) {
-      if (Date.now() - started > 90_000)
-        throw new Error(`backfill stuck at ${atKill.rowsDone}/${ROWS}:\n${a.output().slice(-3000)}`);
-    }
+    const atKill = await untilRun(
+      status,
+      (s) => s.rowsDone >= ROWS * 0.25,
+      (s) => `backfill stuck at ${s.rowsDone}/${ROWS}:\n${a.output().slice(-3000)}`,
+    );
     a.child.kill("SIGKILL");
     expect((await a.exited).signal).toBe("SIGKILL");
     expect(atKill.rowsDone).toBeLessThan(ROWS);
 
-    let final = await status();
-    for (const started = Date.now(); !final.done; final = await status()) {
-      if (Date.now() - started > 120_000) {
-        throw new Error(
-          `backfill did not finish after the kill: ${JSON.stringify(final)}\n${b.output().slice(-3000)}`,
-        );
-      }
-    }
+    await untilRun(
+      status,
+      (s) => s.done,
+      (s) => `backfill did not finish after the kill: ${JSON.stringify(s)}\n${b.output().slice(-3000)}`,
+    );
     sending = false;
     await traffic;
     await producer.disconnect();
@@ -186,8 +206,15 @@ describe("sluice backfill across a serve group", () => {
     expect(again.stdout).toMatch(/nothing new to write/);
 
     // Online: every id exactly once on the results topic, ok or fallback, never a run id.
+    let bExit: number | null = null;
     const results = decodeResults(
-      await readCommitted(topics.results, { expected: online.size, settleMs: 1000 }),
+      await readCommitted(topics.results, {
+        expected: online.size,
+        stopWriters: async () => {
+          b.child.kill("SIGTERM");
+          bExit = (await b.exited).code;
+        },
+      }),
     );
     const onlineCounts = new Map<string, number>();
     for (const r of results) onlineCounts.set(r.id, (onlineCounts.get(r.id) ?? 0) + 1);
@@ -195,8 +222,6 @@ describe("sluice backfill across a serve group", () => {
     expect(new Set(onlineCounts.keys())).toEqual(online);
     expect(results.filter((r) => r.status !== "ok" && r.status !== "fallback")).toEqual([]);
     expect(results.filter((r) => r.runId)).toEqual([]);
-
-    b.child.kill("SIGTERM");
-    expect((await b.exited).code).toBe(0);
-  }, 240_000);
+    expect(bExit).toBe(0);
+  }, 600_000);
 });

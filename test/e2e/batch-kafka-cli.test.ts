@@ -9,6 +9,7 @@ import { startCli } from "../support/cli-process.js";
 import {
   committedRecords,
   createTopics,
+  endTransaction,
   testBrokers,
   testKafka,
   transactionalProducer,
@@ -48,7 +49,7 @@ describe("sluice batch kafka → kafka (CLI)", () => {
     await producer.connect();
     const send = async (batch: string[], commit: boolean) => {
       const txn = await producer.transaction();
-      await txn.send({
+      const sent = await txn.send({
         topic: input,
         messages: batch.map((id, i) => {
           const { value, headers } = encodeRequest(
@@ -61,8 +62,7 @@ describe("sluice batch kafka → kafka (CLI)", () => {
           return { key: id, value, headers };
         }),
       });
-      if (commit) await txn.commit();
-      else await txn.abort();
+      await endTransaction(txn, commit ? "commit" : "abort", sent);
     };
     await send(ids.slice(0, 20), true);
     await send(["aborted-1", "aborted-2", "aborted-3"], false);

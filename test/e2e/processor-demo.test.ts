@@ -1,6 +1,7 @@
 import { spawn } from "node:child_process";
 import { resolve } from "node:path";
 import { describe, expect, it } from "vitest";
+import { builtCli } from "../support/built-cli.js";
 import { uniqueName } from "../support/kafka-harness.js";
 import { serveEnv } from "../support/serve-process.js";
 
@@ -9,7 +10,7 @@ import { serveEnv } from "../support/serve-process.js";
 describe("sluice demo --once", () => {
   it("prints sample results, a dead letter and a counted duplicate, then exits 0", async () => {
     const env = { ...process.env, ...serveEnv(uniqueName("demo")) };
-    const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "demo", "--once"], {
+    const child = spawn(process.execPath, [builtCli(), "demo", "--once"], {
       cwd: resolve(import.meta.dirname, "../.."),
       env,
       stdio: ["ignore", "pipe", "pipe"],

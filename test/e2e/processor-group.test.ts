@@ -5,6 +5,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { decodeResult } from "../../src/contracts/result-codec.js";
 import { createTopics, uniqueName } from "../support/kafka-harness.js";
 import {
+  groupProgress,
   killLeftovers,
   readCommitted,
   resultIds,
@@ -26,6 +27,34 @@ function jsonLines(p: ServeProcess): { raw: string; line: Record<string, unknown
     .map((raw) => ({ raw, line: JSON.parse(raw) as Record<string, unknown> }));
 }
 
+/**
+ * For `waitFor`: true once the process, after output offset `since`, was assigned partitions and
+ * restored every one of them (restoring fences the producers of the partition's previous owner).
+ */
+function restoredAssignmentSince(since: number): (output: string) => boolean {
+  return (output) => {
+    const lines = output
+      .slice(since)
+      .split("\n")
+      .flatMap((l) => {
+        try {
+          return [JSON.parse(l) as { msg?: string; partitions?: number[]; partition?: number }];
+        } catch {
+          return [];
+        }
+      });
+    const assigned = lines.findLast((l) => l.msg === "partitions assigned");
+    const restored = new Set(lines.filter((l) => l.msg === "partition restored").map((l) => l.partition));
+    return assigned !== undefined && (assigned.partitions ?? []).every((p) => restored.has(p));
+  };
+}
+
+/** Resolves once the group committed `records` more input records than it had at the call. */
+async function progressBy(group: string, topic: string, records: number): Promise<void> {
+  const { committed } = await groupProgress(group, topic);
+  await waitForProgress(group, topic, (p) => p.committed >= committed + records);
+}
+
 // Group mechanics (zombie fencing, rebalances) with the tiny generated model: these tests are about
 // Kafka ownership, and the real model would only make them slower on 2 cores (the crash test uses it).
 describe("sluice serve in a consumer group", () => {
@@ -44,7 +73,7 @@ describe("sluice serve in a consumer group", () => {
   });
 
   async function verify(base: string, sent: SentTraffic): Promise<void> {
-    const results = await readCommitted(`${base}.results`, { expected: sent.validIds.size, settleMs: 1000 });
+    const results = await readCommitted(`${base}.results`, { expected: sent.validIds.size });
     const counts = new Map<string, number>();
     for (const id of resultIds(results)) counts.set(id, (counts.get(id) ?? 0) + 1);
     const doubled = [...counts].filter(([, n]) => n > 1);
@@ -76,7 +105,7 @@ describe("sluice serve in a consumer group", () => {
     expect(doubled).toEqual([]);
     expect([...sent.validIds].filter((id) => !counts.has(id))).toEqual([]);
     expect(counts.size).toBe(sent.validIds.size);
-    const dead = await readCommitted(`${base}.dlq`, { expected: sent.malformedKeys.length, settleMs: 500 });
+    const dead = await readCommitted(`${base}.dlq`, { expected: sent.malformedKeys.length });
     expect(dead.map((d) => d.key).sort()).toEqual([...sent.malformedKeys].sort());
   }
 
@@ -96,10 +125,14 @@ describe("sluice serve in a consumer group", () => {
     const traffic = startTraffic(topic);
     await waitForProgress(`${base}-group`, topic, (p) => p.committed > 200);
     // Freeze A past the 6 s session timeout: B takes over A's partitions and fences A's producers.
+    const frozenAt = b.output().length;
     a.child.kill("SIGSTOP");
-    await new Promise((r) => setTimeout(r, 10_000));
-    a.child.kill("SIGCONT"); // A wakes with stale state and open transactions
-    await new Promise((r) => setTimeout(r, 5000));
+    await b.waitFor(restoredAssignmentSince(frozenAt), 60_000);
+    // A wakes with stale state and open transactions: fenced, it resets and restores what it owns now.
+    const wokenAt = a.output().length;
+    a.child.kill("SIGCONT");
+    await a.waitFor((output) => output.slice(wokenAt).includes('"msg":"partition restored"'), 60_000);
+    await progressBy(`${base}-group`, topic, 200); // both at work again
     const sent = await traffic.stop();
     await waitForProgress(`${base}-group`, topic, (p) => p.committed === p.end);
     a.child.kill("SIGTERM");
@@ -128,12 +161,12 @@ describe("sluice serve in a consumer group", () => {
     await waitForProgress(`${base}-group`, topic, (p) => p.committed > 200);
     const b = start(base); // join
     await b.waitFor(/partition restored/);
-    await new Promise((r) => setTimeout(r, 3000));
+    await progressBy(`${base}-group`, topic, 300); // traffic flows through both
     a.child.kill("SIGTERM"); // graceful leave
     expect((await a.exited).code).toBe(0);
     const c = start(base); // another join
     await c.waitFor(/partition restored/);
-    await new Promise((r) => setTimeout(r, 2000));
+    await progressBy(`${base}-group`, topic, 200);
     const sent = await traffic.stop();
     await waitForProgress(`${base}-group`, topic, (p) => p.committed === p.end);
     b.child.kill("SIGTERM");

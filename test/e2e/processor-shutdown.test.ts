@@ -60,7 +60,7 @@ describe("sluice serve: bounded shutdown (shutdown.timeoutMs) on SIGTERM", () =>
     expect(Number(stopped![1])).toBeGreaterThan(0);
 
     expect(await drainWithNewInstance(procs, env, group, topic)).toBe(0);
-    const results = await readCommitted(`${base}.results`, { expected: UNIQUE, settleMs: 1000 });
+    const results = await readCommitted(`${base}.results`, { expected: UNIQUE });
     const counts = countResultIds(results);
     expect([...counts].filter(([, n]) => n > 1)).toEqual([]);
     expect(counts.size).toBe(UNIQUE);

@@ -133,7 +133,7 @@ describe("avro-registry codec against a real schema registry", () => {
     ];
     await produceMessages(`${base}.requests`, [...good, ...bad]);
 
-    const results = await readCommitted(`${base}.results`, { expected: 3 });
+    const results = await readCommitted(`${base}.results`, { expected: 3, stopWriters: () => stop(p) });
     const decoded = await decodeAll(results);
     expect(decoded.map((r) => r.id).sort()).toEqual(["t1", "t2", "t3"]);
     for (const r of results) {
@@ -158,7 +158,6 @@ describe("avro-registry codec against a real schema registry", () => {
     for (const d of dead) expect(String(d.headers["sluice.error.stage"])).toBe("decode");
     // Dead letters keep the raw value byte for byte (replayable).
     expect(dead.find((d) => d.key === "ping")?.value).toEqual(bad[2]?.value);
-    await stop(p);
   }, 120_000);
 
   it("registry outage: known schema ids keep flowing, a new id waits (not lost, not dead-lettered) until the registry is back", async () => {
@@ -182,23 +181,23 @@ describe("avro-registry codec against a real schema registry", () => {
       );
     // Sluice learns the known id while the registry is up.
     await send(0, known, ["k0"]);
-    expect((await readCommitted(`${base}.results`, { expected: 1, settleMs: 200 })).length).toBe(1);
+    expect((await readCommitted(`${base}.results`, { expected: 1 })).length).toBe(1);
 
     await registry.stop();
     await send(1, fresh, ["n1", "n2", "n3"]);
     await send(0, known, ["k1", "k2", "k3"]);
     await p.waitFor(/schema registry lookup failed/);
     // Known-id traffic (partition 0) is not stalled by the outage...
-    const during = await readCommitted(`${base}.results`, { expected: 4, settleMs: 500 });
+    const during = await readCommitted(`${base}.results`, { expected: 4 });
     const duringIds = during.map((r) => r.key).sort();
     expect(duringIds).toEqual(["k0", "k1", "k2", "k3"]);
     // ...and the new-id records wait: no result and no dead letter for them.
-    expect(await readCommitted(`${base}.dlq`, { expected: 0, settleMs: 300, timeoutMs: 1000 })).toEqual([]);
+    expect(await readCommitted(`${base}.dlq`, { expected: 0, timeoutMs: 1000 })).toEqual([]);
 
     // The registry comes back (with its schemas: its storage outlives the process).
     await registry.start();
     await p.waitFor(/schema registry lookup succeeded/, 30_000);
-    const all = await readCommitted(`${base}.results`, { expected: 7 });
+    const all = await readCommitted(`${base}.results`, { expected: 7, stopWriters: () => stop(p) });
     expect(all.map((r) => r.key).sort(), p.output().slice(-6000)).toEqual([
       "k0",
       "k1",
@@ -209,8 +208,7 @@ describe("avro-registry codec against a real schema registry", () => {
       "n3",
     ]);
     expect((await decodeAll(all)).every((r) => r.status === "ok")).toBe(true);
-    expect(await readCommitted(`${base}.dlq`, { expected: 0, settleMs: 300, timeoutMs: 1000 })).toEqual([]);
-    await stop(p);
+    expect(await readCommitted(`${base}.dlq`, { expected: 0, timeoutMs: 1000 })).toEqual([]);
   }, 120_000);
 
   it("sluice batch kafka → kafka uses the same codec (inputs decoded, outputs registered and framed)", async () => {
@@ -244,7 +242,7 @@ describe("avro-registry codec against a real schema registry", () => {
     );
     expect(run.code, run.stderr).toBe(0);
     const outputId = await client.getLatestSchemaId(`${output}-value`);
-    const records = await readCommitted(output, { expected: 4, settleMs: 300 });
+    const records = await readCommitted(output, { expected: 4 });
     expect(records.every((r) => parseRegistryFrame(r.value as Buffer).ok)).toBe(true);
     expect(records.every((r) => registryIdOf(r) === outputId)).toBe(true);
     const decoded = await decodeAll(records);
@@ -271,12 +269,14 @@ describe("avro-registry codec against a real schema registry", () => {
       serveEnv(base, { ...modelEnv, ...registryEnv(), ...lanes }),
     );
     expect(submit.code, submit.stderr).toBe(0);
-    const records = await readCommitted(`${base}.embeddings`, { expected: ids.length, settleMs: 300 });
+    const records = await readCommitted(`${base}.embeddings`, {
+      expected: ids.length,
+      stopWriters: () => stop(p),
+    });
     expect(records.every((r) => registryIdOf(r) === backfillId)).toBe(true);
     const decoded = await decodeAll(records);
     expect(decoded.map((r) => r.id).sort()).toEqual(ids);
     for (const r of decoded) expect(r).toMatchObject({ status: "ok", runId: "reg-run" });
-    await stop(p);
   }, 120_000);
 
   it("start-up: an unreachable registry names the URL and the cause, never the password", async () => {

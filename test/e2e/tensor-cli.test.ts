@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { builtCli } from "../support/built-cli.js";
 import {
   createTinyTensorModels,
   IRIS_REQUEST,
@@ -14,7 +15,7 @@ import {
 const run = promisify(execFile);
 const repoRoot = resolve(import.meta.dirname, "../..");
 const sluice = (args: string[]) =>
-  run(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], { cwd: repoRoot }).catch(
+  run(process.execPath, [builtCli(), ...args], { cwd: repoRoot }).catch(
     (e: { stdout: string; code: number }) => ({ stdout: e.stdout, code: e.code }),
   );
 

@@ -16,6 +16,7 @@ import { defaultFileSource, defaultJobOptions } from "../support/batch-defaults.
 import {
   committedRecords,
   createTopics,
+  endTransaction,
   produceMessages,
   testKafka,
   transactionalProducer,
@@ -57,9 +58,7 @@ async function produce(topic: string, ids: string[], how: "plain" | "commit" | "
   const p = transactionalProducer(uniqueName("tx"), kafka);
   await p.connect();
   const txn = await p.transaction();
-  await txn.send({ topic, messages });
-  if (how === "commit") await txn.commit();
-  else await txn.abort();
+  await endTransaction(txn, how, await txn.send({ topic, messages }), kafka);
   await p.disconnect();
 }
 

@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { readBounded } from "../../src/kafka/read/bounded-reader.js";
 import {
   createTopics,
+  endTransaction,
   produceMessages,
   testKafka,
   transactionalProducer,
@@ -28,11 +29,11 @@ describe("readBounded on the real broker", () => {
     const producer = transactionalProducer(uniqueName("bounded-txn"), kafka);
     await producer.connect();
     const aborted = await producer.transaction();
-    await aborted.send({ topic, messages: [{ partition: 1, value: "p1-aborted" }] });
-    await aborted.abort();
+    const abortedSent = await aborted.send({ topic, messages: [{ partition: 1, value: "p1-aborted" }] });
+    await endTransaction(aborted, "abort", abortedSent, kafka);
     const committed = await producer.transaction();
-    await committed.send({ topic, messages: [{ partition: 1, value: "p1-b" }] });
-    await committed.commit();
+    const committedSent = await committed.send({ topic, messages: [{ partition: 1, value: "p1-b" }] });
+    await endTransaction(committed, "commit", committedSent, kafka);
     await producer.disconnect();
     const admin = kafka.admin();
     await admin.connect();

@@ -83,16 +83,16 @@ describe("StreamProcessor at-least-once mode (real Kafka, tiny model)", () => {
     const outcomes1 = countOutcomes(events1);
     const p1 = createStreamProcessor(options(events1));
     await p1.start();
-    const results1 = await readCommitted(layout.results, { expected: first.length, settleMs: 500 });
-    const dlq = await readCommitted(layout.deadLetters, { expected: 1, settleMs: 200 });
-    // Offsets are committed by the group member once the outputs are acked: wait for the last commit.
-    for (let i = 0; i < 50; i++) {
-      const o = await groupProgress(groupId, requestTopic);
-      if (o.committed === o.end) break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    const afterFirst = await groupProgress(groupId, requestTopic);
-    await p1.close();
+    let afterFirst = { committed: 0, end: 0 };
+    const results1 = await readCommitted(layout.results, {
+      expected: first.length,
+      // Offsets are committed by the group member once the outputs are acked: wait for the last commit.
+      stopWriters: async () => {
+        afterFirst = await waitForProgress(groupId, requestTopic, (o) => o.committed === o.end, 5000);
+        await p1.close();
+      },
+    });
+    const dlq = await readCommitted(layout.deadLetters, { expected: 1 });
 
     expect(resultIds(results1).sort()).toEqual([...first].sort());
     expect(dlq.length).toBe(1);
@@ -110,12 +110,15 @@ describe("StreamProcessor at-least-once mode (real Kafka, tiny model)", () => {
     const outcomes2 = countOutcomes(events2);
     const p2 = createStreamProcessor(options(events2));
     await p2.start();
-    const results2 = await readCommitted(layout.results, { expected: 80, settleMs: 1000, timeoutMs: 30_000 });
-    for (let i = 0; i < 50 && (await groupProgress(groupId, requestTopic)).committed < 84; i++) {
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    const afterSecond = await groupProgress(groupId, requestTopic);
-    await p2.close();
+    let afterSecond = { committed: 0, end: 0 };
+    const results2 = await readCommitted(layout.results, {
+      expected: 80,
+      timeoutMs: 30_000,
+      stopWriters: async () => {
+        afterSecond = await waitForProgress(groupId, requestTopic, (o) => o.committed >= 84, 5000);
+        await p2.close();
+      },
+    });
 
     const all = resultIds(results2);
     expect(all.length).toBe(80);
@@ -136,12 +139,12 @@ describe("StreamProcessor at-least-once mode (real Kafka, tiny model)", () => {
     // Small fetches (about 20 records) and batches keep the tiny model's drain long enough to be
     // killed mid-stream: with the defaults a fast machine drained nearly all 12,000 between two
     // progress polls (11,532 committed at the kill once), and the test could not kill mid-stream.
-    const env = serveEnv(base, {
-      ...modelEnv,
-      SLUICE_DELIVERY__TRANSACTIONS: "false",
+    const drainEnv = serveEnv(base, { ...modelEnv, SLUICE_DELIVERY__TRANSACTIONS: "false" });
+    const env = {
+      ...drainEnv,
       SLUICE_CONSUMER__MAX_BYTES_PER_PARTITION: "2048",
       SLUICE_BATCHING__MAX_BATCH_SIZE: "8",
-    });
+    };
     const first = startServe([], env);
     procs.push(first);
     await first.waitFor(/sluice serve running/, 60_000);
@@ -150,14 +153,15 @@ describe("StreamProcessor at-least-once mode (real Kafka, tiny model)", () => {
     console.log(`at-least-once kill test: SIGKILL at ${atKill.committed}/${total} committed`);
     expect((await first.exited).signal).toBe("SIGKILL");
     expect(atKill.committed).toBeLessThan(total); // really mid-stream
-    const second = startServe([], env);
+    // The restart only has to finish the topic: default fetches and batches drain the rest quickly.
+    const second = startServe([], drainEnv);
     procs.push(second);
     await second.waitFor(/sluice serve running/, 60_000);
     await waitForProgress(group, topic, (p) => p.committed === p.end, 90_000);
     second.child.kill("SIGTERM");
     expect((await second.exited).code).toBe(0);
 
-    const results = await readCommitted(`${base}.results`, { expected: total, settleMs: 1500 });
+    const results = await readCommitted(`${base}.results`, { expected: total });
     const counts = new Map<string, number>();
     for (const id of resultIds(results)) counts.set(id, (counts.get(id) ?? 0) + 1);
     // No loss: every request has a result.

@@ -86,10 +86,9 @@ describe("backfill rows of a candidate run (real Kafka, two tiny models)", () =>
     await processor.start();
     const results = await readCommitted(topics.results, {
       expected: 3 * n,
-      settleMs: 1000,
       timeoutMs: 90_000,
     });
-    const deadLetters = await readCommitted(topics.deadLetters, { expected: 1, settleMs: 300 });
+    const deadLetters = await readCommitted(topics.deadLetters, { expected: 1 });
     await processor.close();
 
     const decoded = decodeResults(results);
@@ -141,10 +140,9 @@ describe("backfill rows of a candidate run (real Kafka, two tiny models)", () =>
     });
     await processor.start();
     const picked = ids.filter((id) => isShadowed(id, 0.3));
-    const results = await readCommitted(topics.results, { expected: n, settleMs: 1000, timeoutMs: 90_000 });
+    const results = await readCommitted(topics.results, { expected: n, timeoutMs: 90_000 });
     const shadows = await readCommitted(shadowTopic, {
       expected: picked.length,
-      settleMs: 1000,
       timeoutMs: 60_000,
     });
     await processor.close();

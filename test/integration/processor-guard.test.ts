@@ -95,10 +95,9 @@ describe("StreamProcessor SLO guard (real Kafka, tiny classifier)", () => {
     const total = rows + onlineSent;
     const results = await readCommitted(topics.results, {
       expected: total,
-      settleMs: 1000,
       timeoutMs: 90_000,
+      stopWriters: () => processor.close(),
     });
-    await processor.close();
 
     const ids = decodeResults(results).map((r) => r.id);
     expect(ids.length).toBe(total);

@@ -105,15 +105,12 @@ describe("StreamProcessor lanes and fallback (real Kafka, tiny classifier)", () 
     const total = rows + burst + 2;
     const results = await readCommitted(topics.results, {
       expected: total,
-      settleMs: 1000,
       timeoutMs: 90_000,
+      stopWriters: () => processor.close(),
     });
-    const deadLetters = await readCommitted(topics.deadLetters, { expected: 0, settleMs: 200 });
-    await processor.close();
+    const deadLetters = await readCommitted(topics.deadLetters, { expected: 0 });
     // The backfill rows' model cost, reported per transaction on the runs topic: every row once.
-    const shares = (await readCommitted(runsTopic, { expected: 1, settleMs: 500 })).map((m) =>
-      decodeRunCostShare(m.value),
-    );
+    const shares = (await readCommitted(runsTopic, { expected: 1 })).map((m) => decodeRunCostShare(m.value));
     expect(shares.every((s) => s !== null && s.topic === backfill)).toBe(true);
     const cost = sumRunCostShares("run-1", shares as RunCostShare[]);
     expect(cost.items).toBe(rows);

@@ -10,7 +10,13 @@ import { SluiceEvents } from "../../src/events/sluice-events.js";
 import { changelogTopicFor, ensureTopics } from "../../src/kafka/client/topic-admin.js";
 import { resultTransactionalId } from "../../src/kafka/write/result-publisher.js";
 import { TextModelRunner } from "../../src/model/text-model-runner.js";
-import { produceMessages, testKafka, transactionalProducer, uniqueName } from "../support/kafka-harness.js";
+import {
+  endTransaction,
+  produceMessages,
+  testKafka,
+  transactionalProducer,
+  uniqueName,
+} from "../support/kafka-harness.js";
 import { layoutOptions, processorLayout } from "../support/processor-layout.js";
 import { jsonRequestMessages } from "../support/request-messages.js";
 import { decodeResults, readCommitted, resultIds } from "../support/serve-process.js";
@@ -100,14 +106,17 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
       heartbeatIntervalMs: 1000,
     });
     await processor.start();
+    let readiness: unknown;
     const results = await readCommitted(topics.results, {
       expected: unique + 2,
-      settleMs: 1000,
       timeoutMs: 60_000,
+      stopWriters: () => {
+        readiness = processor.readiness();
+        return processor.close();
+      },
     });
-    const deadLetters = await readCommitted(topics.deadLetters, { expected: 5, settleMs: 200 });
-    expect(processor.readiness()).toEqual({ ready: true });
-    await processor.close();
+    const deadLetters = await readCommitted(topics.deadLetters, { expected: 5 });
+    expect(readiness).toEqual({ ready: true });
     await processor.close(); // idempotent
 
     const decoded = decodeResults(results);
@@ -148,7 +157,6 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
       changelogTopicFor(topics.dedupChangelog, topics.groupId, requestTopic),
       {
         expected: unique + 4,
-        settleMs: 200,
       },
     );
     const idKeys = changelog.filter((c) => !c.key?.startsWith("\uFFFD")).map((c) => c.key);
@@ -198,8 +206,10 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
       commitIntervalMs: 20,
     });
     await processor.start();
-    const results = await readCommitted(layout.results, { expected: ids.length, settleMs: 500 });
-    await processor.close();
+    const results = await readCommitted(layout.results, {
+      expected: ids.length,
+      stopWriters: () => processor.close(),
+    });
     expect(resultIds(results).sort()).toEqual([...ids].sort());
     expect(paused).toBeGreaterThan(0);
     expect(resumed).toBeGreaterThan(0);
@@ -225,7 +235,7 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
     await processor.start();
     const first = Array.from({ length: 50 }, (_, i) => `f-${i}`);
     await produce(kafka, requestTopic, first);
-    await readCommitted(layout.results, { expected: first.length, settleMs: 300 });
+    await readCommitted(layout.results, { expected: first.length });
     // Another producer takes the partition's transactional id, as a new owner would.
     const usurper = transactionalProducer(resultTransactionalId(group, requestTopic, 0), kafka);
     await usurper.connect();
@@ -235,8 +245,11 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
     // Includes repeats of already-answered ids: they must stay duplicates after the reclaim.
     const second = [...Array.from({ length: 50 }, (_, i) => `g-${i}`), "f-1", "f-2"];
     await produce(kafka, requestTopic, second);
-    const results = await readCommitted(layout.results, { expected: 100, settleMs: 1500, timeoutMs: 45_000 });
-    await processor.close();
+    const results = await readCommitted(layout.results, {
+      expected: 100,
+      timeoutMs: 45_000,
+      stopWriters: () => processor.close(),
+    });
     expect(txOutcomes).toContain("fenced");
     const ids = resultIds(results);
     expect(ids.length).toBe(100);
@@ -249,12 +262,11 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
     await txProducer.connect();
     const sendTxn = async (ids: string[], commit: boolean) => {
       const txn = await txProducer.transaction();
-      await txn.send({
+      const sent = await txn.send({
         topic: requestTopic,
         messages: jsonRequestMessages(ids, "the cat"),
       });
-      if (commit) await txn.commit();
-      else await txn.abort();
+      await endTransaction(txn, commit ? "commit" : "abort", sent, kafka);
     };
     const options = {
       kafka,
@@ -267,7 +279,7 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
     await sendTxn(["x-4", "x-5"], true);
     const first = createStreamProcessor({ ...options, events: new SluiceEvents() });
     await first.start();
-    await readCommitted(layout.results, { expected: 5, settleMs: 300 });
+    await readCommitted(layout.results, { expected: 5 });
     await first.close(); // committed offset now points at the last commit marker
     const second = createStreamProcessor({ ...options, events: new SluiceEvents() });
     await second.start();
@@ -275,8 +287,11 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
     while (!second.readiness().ready) await new Promise((r) => setTimeout(r, 50));
     await new Promise((r) => setTimeout(r, 500));
     await sendTxn(["x-6", "x-7"], true);
-    const results = await readCommitted(layout.results, { expected: 7, settleMs: 800, timeoutMs: 30_000 });
-    await second.close();
+    const results = await readCommitted(layout.results, {
+      expected: 7,
+      timeoutMs: 30_000,
+      stopWriters: () => second.close(),
+    });
     await txProducer.disconnect();
     expect(resultIds(results).sort()).toEqual(["x-1", "x-2", "x-3", "x-4", "x-5", "x-6", "x-7"]);
   }, 60_000);
@@ -297,8 +312,10 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
       commitIntervalMs: 50,
     });
     await processor.start();
-    const results = await readCommitted(layout.results, { expected: 5, settleMs: 500 });
-    await processor.close();
+    const results = await readCommitted(layout.results, {
+      expected: 5,
+      stopWriters: () => processor.close(),
+    });
     expect(resultIds(results).sort()).toEqual(["a-1", "a-2", "b-1", "same", "same"]);
     const sources = decodeResults(results).map((r) => r.source.topic);
     expect(new Set(sources)).toEqual(new Set(layout.requests));
@@ -306,7 +323,6 @@ describe("StreamProcessor (real Kafka, tiny model)", () => {
       changelogTopicFor(layout.dedupChangelog, layout.groupId, `${base}.a`),
       {
         expected: 3,
-        settleMs: 200,
       },
     );
     expect(

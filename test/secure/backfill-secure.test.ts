@@ -63,7 +63,7 @@ describe("sluice backfill on the secured broker", () => {
     await grant(transactional, principal);
     const ok = await runCli(submit, {}, 90_000);
     expect(ok.code, `${ok.stdout}\n${ok.stderr}`).toBe(0);
-    const rows = await readCommittedAsAdmin(`${base}.backfill`, { expected: 20, settleMs: 500 });
+    const rows = await readCommittedAsAdmin(`${base}.backfill`, { expected: 20 });
     expect(rows.length).toBe(20);
 
     // Nothing serves the lane here, so the run is submitted but not done: status and export read the

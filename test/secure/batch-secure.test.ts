@@ -69,7 +69,7 @@ describe("sluice batch on the secured broker", () => {
     await grant(transactional, principal);
     const ok = await runCli(args(mkdtempSync(join(tmpdir(), "sluice-secure-batch-"))), {}, 90_000);
     expect(ok.code, ok.stderr).toBe(0);
-    const rows = await readCommittedAsAdmin(output, { expected: 12, settleMs: 500 });
+    const rows = await readCommittedAsAdmin(output, { expected: 12 });
     expect(rows.length).toBe(12);
     for (const text of [refused.stdout, refused.stderr, ok.stdout, ok.stderr])
       for (const secret of secrets()) expect(text).not.toContain(secret);

@@ -3,6 +3,7 @@ import { join } from "node:path";
 import type { Readable } from "node:stream";
 import { packageRoot } from "../../src/config/project-paths.js";
 import type { BatchSeamSpec } from "./batch-seams.js";
+import { builtCli } from "./built-cli.js";
 
 export interface CliResult {
   code: number | null;
@@ -11,7 +12,7 @@ export interface CliResult {
 }
 
 /**
- * Runs the `sluice` CLI from source (through tsx, so no build is needed) as a real child process.
+ * Runs the `sluice` CLI (the built dist/, ./built-cli.ts) as a real child process.
  * `env` is merged over a copy of process.env without KAFKA_BROKERS and SLUICE_* so the test's own
  * environment never leaks into the command under test.
  */
@@ -51,12 +52,21 @@ function cleanEnv(): Record<string, string | undefined> {
   );
 }
 
-/** With `seams`, runs the test-only entry that installs them first (./sluice-with-seams.ts). */
+/**
+ * With `seams`, runs the test-only entry that installs them first (./sluice-with-seams.ts, through
+ * tsx: it is TypeScript; the CLI it then runs is the same built one).
+ */
 function spawnCli(args: string[], env: Record<string, string>, seams?: BatchSeamSpec): CliChild {
   const entry = seams
-    ? [join(packageRoot(), "test", "support", "sluice-with-seams.ts"), "--seams", JSON.stringify(seams)]
-    : [join(packageRoot(), "src", "cli", "main.ts")];
-  return spawn(process.execPath, ["--import", "tsx", ...entry, ...args], {
+    ? [
+        "--import",
+        "tsx",
+        join(packageRoot(), "test", "support", "sluice-with-seams.ts"),
+        "--seams",
+        JSON.stringify(seams),
+      ]
+    : [builtCli()];
+  return spawn(process.execPath, [...entry, ...args], {
     cwd: packageRoot(),
     env: { ...cleanEnv(), ...env },
     stdio: ["ignore", "pipe", "pipe"],

@@ -4,27 +4,46 @@ import { homedir, tmpdir } from "node:os";
 import { join, sep } from "node:path";
 import type { TestProject } from "vitest/node";
 import { packageRoot } from "../../src/config/project-paths.js";
-import { waitUntilReady, warmUpCoordinators } from "../../src/devtools/broker-readiness.js";
 import { LocalBroker } from "../../src/devtools/local-broker.js";
+import { waitUntilReady, warmUpCoordinators } from "../../src/kafka/probes/broker-readiness.js";
+import { buildDist } from "./built-cli.js";
 
 /**
- * Decides where integration tests find Kafka, once per `vitest run`, and provides the bootstrap
- * address as `kafkaBrokers` (read it with `testBrokers()` from ./kafka-harness.js):
+ * Decides where integration tests find Kafka, once per `vitest run` (all projects share it), and
+ * provides the bootstrap address as `kafkaBrokers` (read it with `testBrokers()` from ./kafka-harness.js):
  *   1. KAFKA_BROKERS when set (e.g. the dev broker, CI services);
  *   2. else a testcontainers `apache/kafka:3.9.1` when a Docker engine answers within ~1 s;
  *   3. else the project's LocalBroker (Java + Maven), in a temp run folder so it never touches a
  *      user's `.sluice/kafka` broker, stopped and removed in teardown.
- * When every selected test file is a unit test no broker is started at all.
+ * It also builds dist/, which the CLI tests run (./built-cli.ts), while the broker starts.
+ * When every selected test file is a unit test neither happens.
  * KAFKA_VERSION (e.g. 4.1.1) picks the broker version for 2 and 3.
  */
 export default async function setup(project: TestProject): Promise<(() => Promise<void>) | undefined> {
+  if (!(await needsKafka(project))) {
+    const fromEnv = process.env["KAFKA_BROKERS"];
+    if (fromEnv) project.provide("kafkaBrokers", fromEnv);
+    return undefined;
+  }
+  const building = buildDist();
+  let stop: (() => Promise<void>) | undefined;
+  try {
+    stop = await startBroker(project);
+    await building;
+  } catch (error) {
+    await building.catch(() => undefined);
+    await stop?.();
+    throw error;
+  }
+  return stop;
+}
+
+async function startBroker(project: TestProject): Promise<(() => Promise<void>) | undefined> {
   const fromEnv = process.env["KAFKA_BROKERS"];
   if (fromEnv) {
     project.provide("kafkaBrokers", fromEnv);
     return undefined;
   }
-  if (!(await needsKafka(project))) return undefined;
-
   const version = process.env["KAFKA_VERSION"] ?? "3.9.1";
   if (await dockerAnswers()) {
     const { bootstrap, stop } = await startContainer(version);
@@ -94,14 +113,19 @@ function provide(project: TestProject, bootstrap: string): void {
   process.env["KAFKA_BROKERS"] = bootstrap;
 }
 
-/** False when the run only selects files under test/unit (no broker needed). */
+/**
+ * False when the run only selects files under test/unit (no broker, no build needed), in any of the
+ * projects the run selected (`--project`).
+ */
 async function needsKafka(project: TestProject): Promise<boolean> {
   // `filenamePattern` holds the CLI file filters; it is internal to vitest, so fall back to "yes".
   const filters = (project.vitest as unknown as { filenamePattern?: string[] }).filenamePattern ?? [];
   try {
-    const { testFiles } = await project.globTestFiles(filters);
     const unitDir = join(packageRoot(), "test", "unit") + sep;
-    return testFiles.length === 0 || testFiles.some((file) => !file.startsWith(unitDir));
+    const projects = project.vitest.projects.length > 0 ? project.vitest.projects : [project];
+    const files: string[] = [];
+    for (const p of projects) files.push(...(await p.globTestFiles(filters)).testFiles);
+    return files.length === 0 || files.some((file) => !file.startsWith(unitDir));
   } catch {
     return true;
   }

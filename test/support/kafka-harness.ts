@@ -1,5 +1,13 @@
 import { randomBytes } from "node:crypto";
-import { Kafka, type KafkaMessage, logLevel, type Message, type Producer } from "kafkajs";
+import {
+  Kafka,
+  type KafkaMessage,
+  logLevel,
+  type Message,
+  type Producer,
+  type RecordMetadata,
+  type Transaction,
+} from "kafkajs";
 import { inject } from "vitest";
 import { fixAbortedTransactionOrder } from "../../src/kafka/protocol/aborted-transaction-order.js";
 import { readKafkaRanges } from "../../src/kafka/read/kafka-range-reader.js";
@@ -29,6 +37,11 @@ export function testKafka(clientId = uniqueName("test")): Kafka {
   return new Kafka({ clientId, brokers: testBrokers(), logLevel: logLevel.NOTHING });
 }
 
+/**
+ * Creates `topics` and waits until every partition has a leader. kafkajs's own wait (`waitForLeaders`)
+ * gives up when a busy broker's metadata does not list a just-created topic yet (it retries only
+ * LEADER_NOT_AVAILABLE, not UNKNOWN_TOPIC_OR_PARTITION), so the wait here retries both.
+ */
 export async function createTopics(
   topics: { topic: string; numPartitions?: number; configEntries?: { name: string; value: string }[] }[],
 ): Promise<void> {
@@ -36,9 +49,22 @@ export async function createTopics(
   await admin.connect();
   try {
     await admin.createTopics({
-      waitForLeaders: true,
+      waitForLeaders: false,
       topics: topics.map((t) => ({ replicationFactor: 1, numPartitions: 1, ...t })),
     });
+    const names = topics.map((t) => t.topic);
+    for (const deadline = Date.now() + 30_000; ; await new Promise((r) => setTimeout(r, 50))) {
+      const led = await admin.fetchTopicMetadata({ topics: names }).then(
+        (m) => m.topics.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0)),
+        (error: { type?: string }) => {
+          if (error.type !== "UNKNOWN_TOPIC_OR_PARTITION" && error.type !== "LEADER_NOT_AVAILABLE")
+            throw error;
+          return false;
+        },
+      );
+      if (led) return;
+      if (Date.now() > deadline) throw new Error(`topics ${names.join(", ")} got no leaders in 30 s`);
+    }
   } finally {
     await admin.disconnect();
   }
@@ -50,6 +76,49 @@ export async function createTopics(
  */
 export function transactionalProducer(transactionalId: string, kafka: Kafka = testKafka()): Producer {
   return kafka.producer({ transactionalId, idempotent: true, maxInFlightRequests: 1 });
+}
+
+/**
+ * Commits or aborts `txn` and returns once its markers are written. commit()/abort() return when
+ * the coordinator has decided; the markers land on the partitions after that, and until then a
+ * read_committed end offset (the last stable offset, what the admin's fetchTopicOffsets answers)
+ * stays at the transaction's first record. `sent` is what the transaction's sends returned.
+ */
+export async function endTransaction(
+  txn: Transaction,
+  how: "commit" | "abort",
+  sent: RecordMetadata[],
+  kafka: Kafka = testKafka(),
+): Promise<void> {
+  if (how === "commit") await txn.commit();
+  else await txn.abort();
+  const first = new Map<string, Map<number, bigint>>();
+  for (const m of sent) {
+    const base = BigInt(m.baseOffset ?? "0");
+    const byPartition = first.get(m.topicName) ?? new Map<number, bigint>();
+    const had = byPartition.get(m.partition);
+    if (had === undefined || base < had) byPartition.set(m.partition, base);
+    first.set(m.topicName, byPartition);
+  }
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const deadline = Date.now() + 30_000;
+    for (const [topic, partitions] of first) {
+      for (;;) {
+        const ends = await admin.fetchTopicOffsets(topic);
+        const stable = [...partitions].every(
+          ([partition, base]) => BigInt(ends.find((e) => e.partition === partition)?.high ?? "0") > base,
+        );
+        if (stable) break;
+        if (Date.now() > deadline)
+          throw new Error(`the markers of a transaction on ${topic} did not land in 30 s`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+  } finally {
+    await admin.disconnect();
+  }
 }
 
 /** Commits consumer-group offsets the way the processor does: a transactional producer's sendOffsets. */

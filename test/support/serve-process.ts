@@ -1,21 +1,22 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { resolve } from "node:path";
-import type { IHeaders, KafkaMessage } from "kafkajs";
+import type { IHeaders, Kafka, KafkaMessage } from "kafkajs";
 import type { InferenceResult } from "../../src/contracts/inference.js";
 import { decodeResult } from "../../src/contracts/result-codec.js";
 import { fixAbortedTransactionOrder } from "../../src/kafka/protocol/aborted-transaction-order.js";
+import { builtCli } from "./built-cli.js";
 import { testKafka, uniqueName } from "./kafka-harness.js";
 
 /**
- * Test helpers for the streaming processor: start `sluice serve` as a child process (TS source via
- * tsx, no build), and read a topic the way a downstream `read_committed` consumer would.
+ * Test helpers for the streaming processor: start `sluice serve` as a child process (the built CLI,
+ * ./built-cli.ts), and read a topic the way a downstream `read_committed` consumer would.
  */
 export interface ServeProcess {
   child: ChildProcess;
   /** Everything the process wrote to stdout+stderr so far (for failure messages). */
   output(): string;
-  /** Resolves when a log line matching `pattern` appears. */
-  waitFor(pattern: RegExp, timeoutMs?: number): Promise<void>;
+  /** Resolves when a log line matching `pattern` appears (or when `pattern(output)` holds). */
+  waitFor(pattern: RegExp | ((output: string) => boolean), timeoutMs?: number): Promise<void>;
   /** Resolves with the exit code (or signal) once the process ended. */
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
@@ -23,7 +24,7 @@ export interface ServeProcess {
 const repoRoot = resolve(import.meta.dirname, "../..");
 
 export function startServe(args: string[], env: Record<string, string> = {}): ServeProcess {
-  return startLogged(process.execPath, ["--import", "tsx", "src/cli/main.ts", "serve", ...args], env);
+  return startLogged(process.execPath, [builtCli(), "serve", ...args], env);
 }
 
 /** Any command run from the repository root (e.g. `npx sluice serve`), watched like `startServe`. */
@@ -49,9 +50,10 @@ export function startLogged(command: string, args: string[], env: Record<string,
     output: () => out,
     exited,
     waitFor(pattern, timeoutMs = 60_000) {
+      const matches = typeof pattern === "function" ? pattern : (o: string) => pattern.test(o);
       return new Promise<void>((res, rej) => {
         const check = () => {
-          if (pattern.test(out)) {
+          if (matches(out)) {
             clearTimeout(timer);
             listeners.splice(listeners.indexOf(check), 1);
             res();
@@ -63,7 +65,7 @@ export function startLogged(command: string, args: string[], env: Record<string,
         }, timeoutMs);
         listeners.push(check);
         void exited.then(() => {
-          if (!pattern.test(out)) {
+          if (!matches(out)) {
             clearTimeout(timer);
             rej(new Error(`serve exited before ${pattern}:\n${out.slice(-4000)}`));
           }
@@ -83,29 +85,55 @@ export interface ReadRecord {
 }
 
 /**
- * Reads `topic` from the beginning with read_committed isolation until `expected` records arrived
- * and no more came for `settleMs` (so extra duplicates would be seen), or `timeoutMs` passed.
+ * Reads `topic` from the beginning as a downstream `read_committed` consumer would: until `expected`
+ * records arrived, then on to the end offsets the broker reports at that moment (for read_committed
+ * that is each partition's last stable offset), so whatever was committed by then is in the result,
+ * duplicates included. It ends on those events, not on a quiet period; `timeoutMs` only bounds a read
+ * whose records never come (the caller's count assertion then says what is missing).
+ *
+ * To prove that nothing more arrives (no duplicate), the end offsets must be read once the writers
+ * are done: call it after they stopped (or after the group committed every input offset), or pass
+ * `stopWriters`, which is awaited once `expected` records arrived, before the end offsets are read.
  */
 export async function readCommitted(
   topic: string,
-  opts: { expected: number; settleMs?: number; timeoutMs?: number },
+  opts: { expected: number; timeoutMs?: number; kafka?: Kafka; stopWriters?: () => Promise<unknown> },
 ): Promise<ReadRecord[]> {
   fixAbortedTransactionOrder(); // kafkajs would otherwise hand us aborted records (see that module)
-  const settleMs = opts.settleMs ?? 1500;
-  const timeoutMs = opts.timeoutMs ?? 60_000;
-  const consumer = testKafka().consumer({
+  const deadline = Date.now() + (opts.timeoutMs ?? 60_000);
+  const kafka = opts.kafka ?? testKafka();
+  const consumer = kafka.consumer({
     groupId: uniqueName("reader"),
     readUncommitted: false,
-    maxWaitTimeInMs: 200,
+    maxWaitTimeInMs: 100,
   });
+  const admin = kafka.admin();
   const records: ReadRecord[] = [];
-  let lastArrival = Date.now();
-  await consumer.connect();
+  const seen = new Set<string>();
+  // Per partition, the offset after the last one the reader has passed: aborted records and
+  // transaction markers take offsets too, and kafkajs reports the batches made only of them through
+  // END_BATCH_PROCESS as well (kafka/read/kafka-range-reader.ts relies on the same event).
+  const passed = new Map<number, bigint>();
+  consumer.on(consumer.events.END_BATCH_PROCESS, ({ payload }) => {
+    const p = payload as { topic: string; partition: number; lastOffset?: string };
+    if (p.topic !== topic || p.lastOffset === undefined) return;
+    const next = BigInt(p.lastOffset) + 1n;
+    if (next > (passed.get(p.partition) ?? 0n)) passed.set(p.partition, next);
+  });
+  const until = async (done: () => boolean) => {
+    while (!done() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+  };
+  await Promise.all([consumer.connect(), admin.connect()]);
   try {
     await consumer.subscribe({ topic, fromBeginning: true });
     await consumer.run({
       autoCommit: false,
       eachMessage: async ({ partition, message }: { partition: number; message: KafkaMessage }) => {
+        // A reader that rejoins its group (a session lost on a loaded machine) fetches again from its
+        // last position: the same offset twice is the reader's re-read, not a record in the log twice.
+        const at = `${partition}@${message.offset}`;
+        if (seen.has(at)) return;
+        seen.add(at);
         records.push({
           partition,
           offset: message.offset,
@@ -113,18 +141,14 @@ export async function readCommitted(
           value: message.value,
           headers: message.headers ?? {},
         });
-        lastArrival = Date.now();
       },
     });
-    const started = Date.now();
-    for (;;) {
-      await new Promise((r) => setTimeout(r, 100));
-      const now = Date.now();
-      if (records.length >= opts.expected && now - lastArrival >= settleMs) break;
-      if (now - started > timeoutMs) break;
-    }
+    await until(() => records.length >= opts.expected);
+    await opts.stopWriters?.();
+    const ends = await admin.fetchTopicOffsets(topic);
+    await until(() => ends.every((e) => (passed.get(e.partition) ?? BigInt(e.low)) >= BigInt(e.high)));
   } finally {
-    await consumer.disconnect();
+    await Promise.all([consumer.disconnect(), admin.disconnect()]);
   }
   return records;
 }
@@ -304,9 +328,10 @@ export function killLeftovers(procs: ServeProcess[]): void {
 }
 
 /**
- * Starts `sluice serve` with `env`, waits until it runs, reads each topic at read_committed until its
- * `expected` records arrived (`readCommitted`), then stops it with SIGTERM; throws unless it exits 0.
- * The process is pushed to `procs`. Returns the records per topic, in `reads` order, and the output.
+ * Starts `sluice serve` with `env`, waits until it runs and each topic holds its `expected` records
+ * (`readCommitted`), then stops it with SIGTERM (throws unless it exits 0) and reads each topic to its
+ * end offsets, so a record serve wrote twice is in the result. The process is pushed to `procs`.
+ * Returns the records per topic, in `reads` order, and the output.
  */
 export async function serveAndRead(
   procs: ServeProcess[],
@@ -316,12 +341,14 @@ export async function serveAndRead(
   const proc = startServe([], env);
   procs.push(proc);
   await proc.waitFor(/sluice serve running/, 120_000);
-  const records: ReadRecord[][] = [];
   for (const r of reads)
-    records.push(await readCommitted(r.topic, { expected: r.expected, timeoutMs: r.timeoutMs ?? 90_000 }));
+    await readCommitted(r.topic, { expected: r.expected, timeoutMs: r.timeoutMs ?? 90_000 });
   proc.child.kill("SIGTERM");
   const { code } = await proc.exited;
   if (code !== 0) throw new Error(`sluice serve exited with ${code}:\n${proc.output().slice(-3000)}`);
+  const records: ReadRecord[][] = [];
+  for (const r of reads)
+    records.push(await readCommitted(r.topic, { expected: r.expected, timeoutMs: 10_000 }));
   return { records, output: proc.output() };
 }
 
@@ -348,4 +375,11 @@ export function countResultIds(records: Pick<ReadRecord, "value" | "headers">[])
   const counts = new Map<string, number>();
   for (const id of resultIds(records)) counts.set(id, (counts.get(id) ?? 0) + 1);
   return counts;
+}
+
+/** Stops a `sluice serve` with SIGTERM; throws (with its output's tail) unless it exits 0. */
+export async function stopServe(p: ServeProcess): Promise<void> {
+  p.child.kill("SIGTERM");
+  const { code } = await p.exited;
+  if (code !== 0) throw new Error(`sluice serve exited with ${code}:\n${p.output().slice(-3000)}`);
 }

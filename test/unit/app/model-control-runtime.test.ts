@@ -35,7 +35,7 @@ describe("promote --after-run: the guard against promoting before the corpus is 
       try {
         assertRunScoredBy(r, "bbbbbbbbbbbb");
       } catch (e) {
-        return (e as { code: string; message: string }).code + ": " + (e as Error).message;
+        return `${(e as { code: string; message: string }).code}: ${(e as Error).message}`;
       }
       return "passed";
     };

@@ -55,8 +55,11 @@ describe("the /proc per-thread CPU parser", () => {
       const stat = () => statCpuMs(parseProcStat(readFileSync("/proc/thread-self/stat", "utf8")));
       const [c0, s0] = [clock.nowMs(), stat()];
       let x = 0;
-      const until = performance.now() + 300;
-      while (performance.now() < until) x += Math.sqrt(x + 1);
+      // Spin until the kernel counted 100 ms of this thread's CPU (not for a wall time: on a busy
+      // machine the loop gets only a share of a core).
+      const until = performance.now() + 30_000;
+      while (stat() - s0 < 100 && performance.now() < until)
+        for (let i = 0; i < 100_000; i++) x += Math.sqrt(x + 1);
       const [c1, s1] = [clock.nowMs(), stat()];
       expect(x).toBeGreaterThan(0);
       // Ticks are 1000 / CLOCK_TICKS_PER_SECOND ms; a shared machine may deschedule the loop.
