@@ -1,4 +1,5 @@
 import type { ResolveHook } from "node:module";
+import type { ModelDescription } from "../src/model/model-description.js";
 import { NoopModel } from "../src/model/noop-model.js";
 
 /**
@@ -16,7 +17,28 @@ export const resolve: ResolveHook = async (specifier, context, nextResolve) => {
   return resolved;
 };
 
-export async function loadModel(): Promise<NoopModel> {
+/**
+ * The no-op model with the description serve reads of every loaded model (its task and output size,
+ * in the `model loaded` line and the candidate comparison): an embedding of `dimensions` zeros, no
+ * files, no tensors.
+ */
+export async function loadModel(): Promise<NoopModel & { description: ModelDescription }> {
   process.stderr.write(`${NOOP_SERVE_LINE} (bench/noop-serve.ts)\n`);
-  return new NoopModel();
+  const model = new NoopModel();
+  const description: ModelDescription = {
+    identity: model.identity,
+    task: model.task,
+    modelSha256: "",
+    tokenizerSha256: "",
+    inputs: [],
+    outputs: [],
+    feeds: { inputIds: "", attentionMask: "", tokenTypeIds: null },
+    outputName: "",
+    outputSize: model.dimensions,
+    labels: null,
+    maxSequenceTokens: Number.MAX_SAFE_INTEGER,
+    batchDependent: false,
+    isolateItems: false,
+  };
+  return Object.assign(model, { description });
 }
