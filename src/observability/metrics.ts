@@ -2,6 +2,11 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom
 import { topicPartitionKey } from "../contracts/topic-partition.js";
 import type { LagSample, SluiceEvents } from "../events/sluice-events.js";
 import { SluiceError } from "../sluice-error.js";
+import { GuardMetrics } from "./guard-metrics.js";
+import { ModelMetrics } from "./model-metrics.js";
+import { registerSpanExportMetrics, type SpanExportCounts } from "./span-export-metrics.js";
+
+export type { SpanExportCounts } from "./span-export-metrics.js";
 
 export interface SluiceMetricsOptions {
   /** Registry to register into. Default: a new private registry (never prom-client's global one). */
@@ -39,19 +44,6 @@ export const SLUICE_METRIC_NAMES = [
   "sluice_tokens_total",
 ] as const;
 
-/**
- * What a span export queue reports (the port `observeSpanExports` reads at each scrape; the tracing
- * room's `Tracing.stats()` fits it, so observability needs nothing of src/tracing): cumulative
- * counts since start, and the spans waiting now.
- */
-export interface SpanExportCounts {
-  queued: number;
-  exported: number;
-  dropped: number;
-  failedExports: number;
-  failedSpans: number;
-}
-
 const LATENCY_BUCKETS_S = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
 const SHORT_BUCKETS_S = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 const SIZE_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
@@ -60,7 +52,10 @@ const TOKEN_BUCKETS = [16, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 327
 /**
  * Owns the Prometheus registry of one Sluice process. Stages never call it: `attach(events)`
  * subscribes to the typed event bus (docs/design.md §6.9), and the lag gauges are fed by
- * `lag.sampled` events from `LagMonitor`.
+ * `lag.sampled` events from `LagMonitor`. This file holds the pipeline's own series (lag,
+ * freshness, latency, batches, records, transactions, model CPU and tokens); the model and shadow
+ * family lives in model-metrics.ts, the SLO guard's in guard-metrics.ts and tracing's export
+ * counts in span-export-metrics.ts.
  */
 export class SluiceMetrics {
   readonly registry: Registry;
@@ -72,8 +67,10 @@ export class SluiceMetrics {
   private readonly endToEnd: Histogram<"status" | "lane">;
   private readonly queueWait: Histogram<"lane">;
   private readonly intake: Histogram<"lane">;
-  /** The SLO guard's metrics, registered at its first decision (an instance without one exports none). */
-  private guard: GuardMetrics | undefined;
+  /** The SLO guard's family (guard-metrics.ts), registered at its first decision. */
+  private readonly guard: GuardMetrics;
+  /** The model family (model-metrics.ts): loaded models, the online version, switches, shadow. */
+  private readonly models: ModelMetrics;
   private readonly inference: Histogram<"lane">;
   private readonly batchSize: Histogram<"lane">;
   private readonly batchTokens: Histogram<"lane">;
@@ -83,15 +80,6 @@ export class SluiceMetrics {
   private readonly backfillTopics: ReadonlySet<string>;
   private readonly expired: Counter;
   private readonly transactions: Counter<"outcome">;
-  private readonly modelInfo: Gauge<"name" | "version" | "task" | "role">;
-  private readonly modelOnline: Gauge<"version" | "role">;
-  private readonly shadowRequests: Counter<"outcome">;
-  private readonly shadowLatency: Histogram<"model">;
-  private readonly shadowCpu: Histogram<"model">;
-  private readonly shadowAgreement: Histogram<"measure">;
-  private readonly modelSwitches: Counter<"version">;
-  /** The labels each role's model info was last set with (a reload replaces them). */
-  private readonly modelInfoLabels = new Map<string, Record<"name" | "version" | "task" | "role", string>>();
   private readonly modelCpu: Counter<"lane">;
   private readonly tokens: Counter<"lane">;
 
@@ -222,52 +210,8 @@ export class SluiceMetrics {
       labelNames: ["outcome"],
       registers,
     });
-    this.modelOnline = new Gauge({
-      name: "sluice_model_online_info",
-      help: "The version online requests are answered with (role online) and the candidate's (role candidate); always 1.",
-      labelNames: ["version", "role"],
-      registers,
-    });
-    this.shadowRequests = new Counter({
-      name: "sluice_shadow_requests_total",
-      help: "Online requests picked for shadow scoring by the candidate, by outcome: scored, shed (queue full), revoked (the partition moved first).",
-      labelNames: ["outcome"],
-      registers,
-    });
-    const msBuckets = [0.25, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000];
-    this.shadowLatency = new Histogram({
-      name: "sluice_shadow_latency_ms_per_item",
-      help: "Wall time of the model call per item, ms, for shadowed requests: model=online (the answer) or candidate (the shadow call).",
-      labelNames: ["model"],
-      buckets: msBuckets,
-      registers,
-    });
-    this.shadowCpu = new Histogram({
-      name: "sluice_shadow_cpu_ms_per_item",
-      help: "Model CPU per item, ms, for shadowed requests: model=online or candidate (worker-thread CPU, src/model/thread-cpu-clock.ts).",
-      labelNames: ["model"],
-      buckets: msBuckets,
-      registers,
-    });
-    this.shadowAgreement = new Histogram({
-      name: "sluice_shadow_agreement",
-      help: "Per shadowed request, how the candidate's answer compares with the online one: measure=label (1 = same label, else 0), cosine (embeddings of equal dimensions), max_abs_diff (same-shaped tensors).",
-      labelNames: ["measure"],
-      buckets: [0, 0.001, 0.01, 0.1, 0.5, 0.8, 0.9, 0.95, 0.99, 0.999, 1, 10],
-      registers,
-    });
-    this.modelSwitches = new Counter({
-      name: "sluice_model_switches_total",
-      help: "Partition model switches committed at their boundary by this instance, by the version switched to.",
-      labelNames: ["version"],
-      registers,
-    });
-    this.modelInfo = new Gauge({
-      name: "sluice_model_info",
-      help: "Loaded model by role (serving = the model section, candidate = the candidate section); always 1.",
-      labelNames: ["name", "version", "task", "role"],
-      registers,
-    });
+    this.models = new ModelMetrics(registers);
+    this.guard = new GuardMetrics(registers);
 
     this.modelCpu = new Counter({
       name: "sluice_model_cpu_seconds_total",
@@ -335,16 +279,6 @@ export class SluiceMetrics {
           for (const ms of e.intakeMs) intake.observe(Math.max(0, ms) / 1000);
         }
       }),
-      events.on("guard.adjusted", (e) => {
-        this.guard ??= guardMetrics([this.registry]);
-        const g = this.guard;
-        g.allowance.set(e.allowance);
-        g.target.set(e.targetMs / 1000);
-        g.backfillModelShare.set(e.backfillModelShare);
-        if (e.estimateMs !== undefined) g.estimate.set(e.estimateMs / 1000);
-        else g.estimate.reset();
-        if (e.transition !== undefined) g.transitions.inc({ transition: e.transition });
-      }),
       events.on("microbatch.inferred", (e) => {
         const lane = { lane: e.lane ?? "online" };
         this.inference.observe(lane, e.inferenceMs / 1000);
@@ -361,32 +295,9 @@ export class SluiceMetrics {
         // Another instance owns these now and reports their freshness.
         for (const p of e.partitions) this.lastCommittedEventMs.delete(topicPartitionKey(e.topic, p));
       }),
-      events.on("model.loaded", (e) => {
-        const role = e.role ?? "serving";
-        const previous = this.modelInfoLabels.get(role);
-        if (previous) this.modelInfo.remove(previous);
-        const labels = { name: e.name, version: e.version, task: e.task, role };
-        this.modelInfoLabels.set(role, labels);
-        this.modelInfo.set(labels, 1);
-      }),
-      events.on("model.online", (e) => {
-        this.modelOnline.reset();
-        this.modelOnline.set({ version: e.version, role: "online" }, 1);
-        if (e.candidate) this.modelOnline.set({ version: e.candidate, role: "candidate" }, 1);
-      }),
-      events.on("model.switched", (e) => this.modelSwitches.inc({ version: e.version })),
-      events.on("shadow.dropped", (e) => this.shadowRequests.inc({ outcome: e.reason }, e.count)),
-      events.on("shadow.scored", (e) => {
-        this.shadowRequests.inc({ outcome: "scored" });
-        this.shadowLatency.observe({ model: "online" }, e.online.msPerItem);
-        this.shadowLatency.observe({ model: "candidate" }, e.candidate.msPerItem);
-        if (e.online.cpuMsPerItem !== undefined)
-          this.shadowCpu.observe({ model: "online" }, e.online.cpuMsPerItem);
-        if (e.candidate.cpuMsPerItem !== undefined)
-          this.shadowCpu.observe({ model: "candidate" }, e.candidate.cpuMsPerItem);
-        if (e.agreement) this.shadowAgreement.observe({ measure: e.agreement.measure }, e.agreement.value);
-      }),
       events.on("lag.sampled", (e) => this.recordLagSample(e)),
+      ...this.guard.listen(events),
+      ...this.models.listen(events),
     ];
     const detach = () => {
       for (const off of offs) off();
@@ -400,43 +311,11 @@ export class SluiceMetrics {
   }
 
   /**
-   * Exports the span export queue's counts (docs/observability.md, "Tracing"), read from `counts`
-   * at each scrape: `sluice_tracing_spans_total{outcome="exported"|"dropped"|"failed"}` (dropped:
-   * the queue was full; failed: lost in a failed export), `sluice_tracing_export_failures_total` and
-   * the `sluice_tracing_queued_spans` gauge. Call once, when tracing is on.
+   * Exports the span export queue's counts, read from `counts` at each scrape
+   * (span-export-metrics.ts says which series). Call once, when tracing is on.
    */
   observeSpanExports(counts: () => SpanExportCounts): void {
-    const registers = [this.registry];
-    new Counter({
-      name: "sluice_tracing_spans_total",
-      help: "Ended spans by what became of them: exported, dropped (export queue full: a slow or dead collector) or failed (lost in a failed export).",
-      labelNames: ["outcome"],
-      registers,
-      collect() {
-        const c = counts();
-        this.reset();
-        this.inc({ outcome: "exported" }, c.exported);
-        this.inc({ outcome: "dropped" }, c.dropped);
-        this.inc({ outcome: "failed" }, c.failedSpans);
-      },
-    });
-    new Counter({
-      name: "sluice_tracing_export_failures_total",
-      help: "Span export requests that failed (refused, unreachable, or no answer within tracing.exportTimeoutMs).",
-      registers,
-      collect() {
-        this.reset();
-        this.inc(counts().failedExports);
-      },
-    });
-    new Gauge({
-      name: "sluice_tracing_queued_spans",
-      help: "Ended spans waiting for export now (at most tracing.maxQueueSize).",
-      registers,
-      collect() {
-        this.set(counts().queued);
-      },
-    });
+    registerSpanExportMetrics(this.registry, counts);
   }
 
   /** Prometheus text exposition of the registry (what `/metrics` serves). */
@@ -481,43 +360,4 @@ export class SluiceMetrics {
     this.timeToDrain.reset();
     for (const t of sample.topics) this.timeToDrain.set({ topic: t.topic }, t.timeToDrainSeconds);
   }
-}
-
-interface GuardMetrics {
-  allowance: Gauge;
-  estimate: Gauge;
-  target: Gauge;
-  backfillModelShare: Gauge;
-  transitions: Counter<"transition">;
-}
-
-function guardMetrics(registers: Registry[]): GuardMetrics {
-  return {
-    allowance: new Gauge({
-      name: "sluice_backfill_guard_allowance_ratio",
-      help: "The SLO guard's allowance for the backfill lane: 1 = unthrottled, 0 = paused (docs/lanes.md).",
-      registers,
-    }),
-    estimate: new Gauge({
-      name: "sluice_online_latency_estimate_seconds",
-      help: "Online latency p99 over the guard's 3 s window (commit time minus request timestamp), seconds; absent before the first sample.",
-      registers,
-    }),
-    target: new Gauge({
-      name: "sluice_online_latency_target_seconds",
-      help: "lanes.onlineLatencyTargetMs, seconds.",
-      registers,
-    }),
-    backfillModelShare: new Gauge({
-      name: "sluice_backfill_model_share_ratio",
-      help: "The backfill lane's share of the model's busy time over the guard's 3 s window (0..1).",
-      registers,
-    }),
-    transitions: new Counter({
-      name: "sluice_backfill_guard_transitions_total",
-      help: "Times the SLO guard engaged, released, or found its target unmeetable with the backfill paused.",
-      labelNames: ["transition"],
-      registers,
-    }),
-  };
 }
