@@ -68,6 +68,11 @@ class LaneQueue<T> {
   private oldest: number | null | undefined = null;
   readonly tokenAt = (i: number): number => this.entries[this.head + i]?.tokens ?? 0;
 
+  /** The i-th queued item (0 ≤ i < size). */
+  itemAt(i: number): T {
+    return (this.entries[this.head + i] as Entry<T>).item;
+  }
+
   /** Deadline of the i-th queued entry (Infinity for none). */
   deadlineAt(i: number): number {
     return this.entries[this.head + i]?.deadline ?? Number.POSITIVE_INFINITY;
@@ -222,6 +227,16 @@ export class LaneBatcher<T> {
       n++;
     }
     return n;
+  }
+
+  /** The least `score` over the queued online items; undefined when none waits. */
+  minOnline(score: (item: T) => number): number | undefined {
+    let min: number | undefined;
+    for (let i = 0; i < this.online.size; i++) {
+      const value = score(this.online.itemAt(i));
+      if (min === undefined || value < min) min = value;
+    }
+    return min;
   }
 
   add(item: T, meta: { lane: Lane; tokens: number; deadlineMs: number | null }): void {

@@ -31,11 +31,18 @@ export const GUARD = {
   creepPerSecond: 0.02,
   creepLimit: 0.9,
   /**
-   * While the backfill lane is idle and online traffic flows, the allowance waits at most here, so a
-   * backfill that starts begins at half speed and earns the rest (a burst at full speed would hurt
-   * the online tail before the guard has evidence).
+   * Where backfill work starts (a new run, a process start, a partition moved in by a rebalance,
+   * the end of a pause): the allowance waits here while the backfill lane is idle, so the first
+   * backfill batch already runs under a decision, and it is earned from there (`rampPerSecond`).
    */
-  startAllowance: 0.5,
+  startAllowance: 1 / 8,
+  /**
+   * The start phase's multiplicative increase per second while the online tail is calm (under
+   * releaseBelow × target, or no online traffic): 1/8 → 1 in 3 s when nothing objects.
+   */
+  rampPerSecond: 2,
+  /** …and in the band between the two shares, up to creepLimit (the band never stops the start). */
+  bandRampPerSecond: 1.25,
   /** A decrease waits this long after the previous one, and for requests that started after it. */
   settleMs: 500,
   /** No increase until this long after the last decrease. */
@@ -82,17 +89,24 @@ export interface GuardState {
  * node is contended, and each backs off. The processor feeds it online latencies as they commit
  * and model time per lane, calls `tick` every GUARD.tickMs and applies the allowance.
  *
+ * - **Evidence**: the p99 of online latencies committed in the window, and the age of the oldest
+ *   online request still in flight (`observeInFlight`), whichever is larger: a tail building up
+ *   behind backfill work counts before those requests commit.
  * - **Decrease** when the tail of online requests that started after the last decrease reaches
  *   engageAt × target: × (threshold ÷ tail), between ×0.5 and ×0.9. Fresh evidence only, so one
  *   slow moment is not punished twice. Below GUARD.floor the allowance is 0: the backfill pauses;
  *   the online lane is never throttled.
- * - **Increase** (+0.1 per second) when the window's tail is below releaseBelow × target, or there
- *   is no online traffic, and GUARD.holdMs passed since the last decrease.
+ * - **Start cautious**: backfill work starts at GUARD.startAllowance (1/8) — at process start, while
+ *   the backfill lane is idle (so a new run starts there), when a backfill partition moves in
+ *   (`restart`) and at the end of a pause — and earns its share multiplicatively: ×2 per second
+ *   while the tail is under releaseBelow × target (or there is no online traffic), ×1.25 per second
+ *   in the band up to engageAt, until it reaches 1 or a decrease ends the start phase.
+ * - **Increase** after the start phase (+0.1 per second) when the window's tail is below
+ *   releaseBelow × target, or there is no online traffic, and GUARD.holdMs passed since the last
+ *   decrease.
  * - Between the two shares it creeps up slowly (+0.02 per second) to at most 0.9, so a backfill
  *   held low by one bad moment recovers toward the engage point; only calm releases it fully, so it
  *   does not cycle between engaged and released under a steady load.
- * - While online traffic flows and the backfill lane is idle, the allowance waits at
- *   GUARD.startAllowance: a backfill that starts earns full speed instead of bursting.
  *
  * With an `auto` target the guard learns what "alone" means where it runs: the online tail (p99) of
  * requests that committed while the backfill lane used no model time for a whole window, and aims
@@ -101,7 +115,11 @@ export interface GuardState {
  * backfill resumes; the online lane is never what yields.
  */
 export class BackfillGuard {
-  private allowanceValue = 1;
+  private allowanceValue: number = GUARD.startAllowance;
+  /** In the start phase: increases are multiplicative until the allowance reaches 1 or a decrease. */
+  private starting = true;
+  /** Record timestamp of the oldest online request in flight (consumed, not committed), if any. */
+  private oldestInFlightMs: number | undefined;
   private engaged = false;
   private lastDecreaseAt = Number.NEGATIVE_INFINITY;
   private lastTickAt: number | undefined;
@@ -144,17 +162,45 @@ export class BackfillGuard {
     this.modelTime[lane].add(nowMs, Math.max(0, ms));
   }
 
+  /**
+   * The record timestamp of the oldest online request still in flight now (queued or in the model;
+   * undefined when none is). Its age counts as evidence beside the committed latencies, so a tail
+   * that is building up behind backfill work is seen before those requests commit.
+   */
+  observeInFlight(oldestTimestampMs: number | undefined): void {
+    this.oldestInFlightMs = oldestTimestampMs;
+  }
+
+  /**
+   * Backfill work starts afresh (a partition of the backfill lane moved in): back to at most
+   * GUARD.startAllowance, earned again from there.
+   */
+  restart(): void {
+    this.allowanceValue = Math.min(this.allowanceValue, GUARD.startAllowance);
+    this.starting = true;
+  }
+
   tick(nowMs: number): GuardState {
     const dtMs = this.lastTickAt === undefined ? GUARD.tickMs : Math.max(0, nowMs - this.lastTickAt);
     this.lastTickAt = nowMs;
     this.learnTarget(nowMs);
     const target = this.currentTargetMs;
-    const estimateMs = this.online.quantile(GUARD.quantile, nowMs);
-    const fresh = this.online.quantile(GUARD.quantile, nowMs, this.lastDecreaseAt);
+    const inFlightAgeMs = this.oldestInFlightMs === undefined ? undefined : nowMs - this.oldestInFlightMs;
+    const estimateMs = maxOf(this.online.quantile(GUARD.quantile, nowMs), inFlightAgeMs);
+    // Fresh evidence: requests that started after the last decrease, committed or still in flight.
+    const freshInFlight =
+      this.oldestInFlightMs !== undefined && this.oldestInFlightMs >= this.lastDecreaseAt
+        ? inFlightAgeMs
+        : undefined;
+    const fresh = maxOf(this.online.quantile(GUARD.quantile, nowMs, this.lastDecreaseAt), freshInFlight);
     const engageMs = GUARD.engageAt * target;
     const calmed = nowMs - this.lastDecreaseAt >= GUARD.holdMs;
+    // An idle backfill lane waits at the start allowance: whatever starts next starts there.
     const backfillIdle = this.modelTime.backfill.count(nowMs) === 0;
-    const ceiling = backfillIdle && estimateMs !== undefined ? GUARD.startAllowance : 1;
+    if (backfillIdle) this.starting = true;
+    const ceiling = backfillIdle ? GUARD.startAllowance : 1;
+    const calm = estimateMs === undefined || estimateMs < GUARD.releaseBelow * target;
+    const inBand = estimateMs !== undefined && estimateMs < engageMs;
     let decreased = false;
     if (
       fresh !== undefined &&
@@ -166,24 +212,20 @@ export class BackfillGuard {
       const next = this.allowanceValue * factor;
       this.allowanceValue = next < GUARD.floor ? 0 : next;
       this.lastDecreaseAt = nowMs;
+      this.starting = false;
       decreased = true;
-    } else if (
-      (estimateMs === undefined || estimateMs < GUARD.releaseBelow * target) &&
-      calmed &&
-      this.allowanceValue < ceiling
-    ) {
-      const from = this.allowanceValue === 0 ? GUARD.floor : this.allowanceValue;
-      this.allowanceValue = Math.min(ceiling, from + (GUARD.increasePerSecond * dtMs) / 1000);
-    } else if (
-      estimateMs !== undefined &&
-      estimateMs < engageMs &&
-      calmed &&
-      this.allowanceValue < Math.min(GUARD.creepLimit, ceiling)
-    ) {
-      const from = this.allowanceValue === 0 ? GUARD.floor : this.allowanceValue;
-      this.allowanceValue = Math.min(GUARD.creepLimit, ceiling, from + (GUARD.creepPerSecond * dtMs) / 1000);
+    } else if ((calm || inBand) && calmed && this.allowanceValue < ceiling) {
+      // The end of a pause is a start too: earned again from the floor.
+      if (this.allowanceValue === 0) this.starting = true;
+      const from = Math.max(this.allowanceValue, GUARD.floor);
+      const seconds = dtMs / 1000;
+      const limit = Math.min(ceiling, calm ? 1 : GUARD.creepLimit);
+      const next = this.starting
+        ? from * (calm ? GUARD.rampPerSecond : GUARD.bandRampPerSecond) ** seconds
+        : from + (calm ? GUARD.increasePerSecond : GUARD.creepPerSecond) * seconds;
+      this.allowanceValue = Math.max(this.allowanceValue, Math.min(limit, next));
+      if (this.allowanceValue >= 1) this.starting = false;
     }
-    // Idle backfill beside online traffic: wait at the start allowance (not an engagement).
     if (this.allowanceValue > ceiling) this.allowanceValue = ceiling;
     const state: GuardState = {
       allowance: this.allowanceValue,
@@ -296,4 +338,10 @@ export function backfillLimits(a: number, maxInFlightBatches: number): BackfillL
     commitShare: row.commitShare(a, maxInFlightBatches),
     fetchPaused: row.fetchPaused(a, maxInFlightBatches),
   };
+}
+
+/** The larger of two optional numbers (undefined when both are). */
+function maxOf(a: number | undefined, b: number | undefined): number | undefined {
+  if (a === undefined) return b;
+  return b === undefined ? a : Math.max(a, b);
 }

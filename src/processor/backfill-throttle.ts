@@ -28,6 +28,8 @@ export interface BackfillThrottleContext {
   log: ProcessorLog;
   /** Topics of the online lane: their committed results are the guard's samples. */
   isOnlineTopic(topic: string): boolean;
+  /** Record timestamp of the oldest online request in flight now (queued or in the model), if any. */
+  oldestOnlineInFlightMs(): number | undefined;
   levers: BackfillLeverTargets;
 }
 
@@ -42,7 +44,7 @@ export class BackfillThrottle {
   private readonly guard: BackfillGuard;
   private limits: BackfillLimits;
   /** The allowance `limits` were made from. */
-  private limitsAllowance = 1;
+  private limitsAllowance: number;
   private timer: unknown;
   private running = false;
   private readonly unsubscribe: (() => void)[] = [];
@@ -55,7 +57,8 @@ export class BackfillThrottle {
 
   constructor(private readonly ctx: BackfillThrottleContext) {
     this.guard = new BackfillGuard(ctx.target);
-    this.limits = backfillLimits(1, ctx.maxInFlightBatches);
+    this.limitsAllowance = this.guard.allowance;
+    this.limits = backfillLimits(this.limitsAllowance, ctx.maxInFlightBatches);
   }
 
   /**
@@ -75,10 +78,15 @@ export class BackfillThrottle {
     });
   }
 
+  /**
+   * Applies the guard's start allowance at once (the first backfill batch already runs under a
+   * decision), then decides every GUARD.tickMs.
+   */
   start(): void {
     if (this.running) return;
     this.running = true;
     const { events, clock } = this.ctx;
+    this.apply(this.limits);
     this.unsubscribe.push(
       events.on("record.outcome", (e) => {
         if (e.outcome === "result" && this.ctx.isOnlineTopic(e.topic))
@@ -87,6 +95,10 @@ export class BackfillThrottle {
       events.on("microbatch.inferred", (e) =>
         this.guard.observeModel(clock.now(), e.lane ?? "online", e.inferenceMs),
       ),
+      // A backfill partition moved in (a rebalance, a restart): its work starts cautious again.
+      events.on("partitions.assigned", (e) => {
+        if (!this.ctx.isOnlineTopic(e.topic) && e.partitions.length > 0) this.restart();
+      }),
     );
     this.schedule();
   }
@@ -110,12 +122,22 @@ export class BackfillThrottle {
     (this.timer as { unref?: () => void } | undefined)?.unref?.();
   }
 
+  private restart(): void {
+    this.guard.restart();
+    this.follow(this.guard.allowance);
+  }
+
+  /** Applies the levers of `allowance` when it differs from the one in force. */
+  private follow(allowance: number): void {
+    if (allowance === this.limitsAllowance) return;
+    this.limitsAllowance = allowance;
+    this.apply(backfillLimits(allowance, this.ctx.maxInFlightBatches));
+  }
+
   private tick(): void {
+    this.guard.observeInFlight(this.ctx.oldestOnlineInFlightMs());
     const state = this.guard.tick(this.ctx.clock.now());
-    if (state.allowance !== this.limitsAllowance) {
-      this.limitsAllowance = state.allowance;
-      this.apply(backfillLimits(state.allowance, this.ctx.maxInFlightBatches));
-    }
+    this.follow(state.allowance);
     const { transition, estimateMs, ...rest } = state;
     this.ctx.events.emit("guard.adjusted", {
       ...rest,

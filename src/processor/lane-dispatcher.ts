@@ -31,6 +31,8 @@ export class LaneDispatcher {
   private readonly runners: Record<Lane, InFlightRunner<LaneBatch<WorkItem>>>;
   /** Online items in formed batches that have not finished. */
   private onlineInBatches = 0;
+  /** Per online batch that has not finished: its oldest record timestamp. */
+  private readonly onlineBatchOldest = new Map<LaneBatch<WorkItem>, number>();
   private batchMsEstimate = 0;
   private itemMsEstimate = 0;
 
@@ -43,7 +45,10 @@ export class LaneDispatcher {
           try {
             await opts.run(batch);
           } finally {
-            if (lane === "online") this.onlineInBatches -= batch.items.length;
+            if (lane === "online") {
+              this.onlineInBatches -= batch.items.length;
+              this.onlineBatchOldest.delete(batch);
+            }
             this.batcher.done(lane);
           }
         },
@@ -77,6 +82,16 @@ export class LaneDispatcher {
   /** Online requests held: queued, or in formed batches that have not finished. */
   get onlineHeld(): number {
     return this.batcher.onlineSize + this.onlineInBatches;
+  }
+
+  /**
+   * Record timestamp of the oldest online request held (queued, or in a batch that has not
+   * finished); undefined when none is. The SLO guard counts its age as evidence.
+   */
+  oldestOnlineTimestampMs(): number | undefined {
+    let oldest = this.batcher.minOnline((item) => item.timestampMs);
+    for (const ts of this.onlineBatchOldest.values()) if (oldest === undefined || ts < oldest) oldest = ts;
+    return oldest;
   }
 
   /** Online requests that run before a new one with `deadlineMs` (earliest deadline first). */
@@ -121,7 +136,10 @@ export class LaneDispatcher {
       queueWaitMs: batch.enqueuedAtMs.map((t) => batch.formedAtMs - t),
       intakeMs: batch.items.map((item) => Math.max(0, item.enqueuedAtMs - item.timestampMs)),
     });
-    if (batch.lane === "online") this.onlineInBatches += batch.items.length;
+    if (batch.lane === "online") {
+      this.onlineInBatches += batch.items.length;
+      this.onlineBatchOldest.set(batch, Math.min(...batch.items.map((item) => item.timestampMs)));
+    }
     this.runners[batch.lane].push(batch);
   }
 }

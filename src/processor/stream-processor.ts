@@ -148,6 +148,7 @@ export class StreamProcessor {
       events: deps.events,
       clock: deps.clock,
       log: deps.log,
+      oldestOnlineInFlightMs: () => this.dispatcher.oldestOnlineTimestampMs(),
       levers: {
         setBatchSlots: (slots) => this.dispatcher.setBackfillSlots(slots),
         limitModel: (limits) => this.deps.model.limitBackfill?.(limits),

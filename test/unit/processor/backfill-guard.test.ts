@@ -39,22 +39,36 @@ function simulate(
 
 const transitions = (states: GuardState[]) => states.flatMap((s) => (s.transition ? [s.transition] : []));
 
+/** A guard past its start phase: 5 s of busy backfill beside calm online traffic (allowance 1). */
+function running(target: number): BackfillGuard {
+  const guard = new BackfillGuard(target);
+  simulate(guard, { forMs: 5000, latencyAt: () => 0.2 * target });
+  expect(guard.allowance).toBe(1);
+  return guard;
+}
+
 describe("BackfillGuard (AIMD, fake clock)", () => {
   const target = 200;
 
-  it("starts unthrottled, and stays so while the online tail is well under the target", () => {
+  it("starts cautious at the start allowance and earns full speed in 3 s while the online tail is well under the target", () => {
     const guard = new BackfillGuard(target);
+    expect(guard.allowance).toBe(GUARD.startAllowance);
     const states = simulate(guard, { forMs: 20_000, latencyAt: () => 80 });
-    expect(states.every((s) => s.allowance === 1)).toBe(true);
+    // ×2 per second: 1/8 → 1 in three seconds (one tick more for rounding), never a step down.
+    expect(states[0]?.allowance).toBeCloseTo(GUARD.startAllowance * 2 ** 0.25);
+    const full = states.findIndex((s) => s.allowance === 1);
+    expect((full + 1) * GUARD.tickMs).toBeGreaterThanOrEqual(3000);
+    expect((full + 1) * GUARD.tickMs).toBeLessThanOrEqual(3000 + GUARD.tickMs);
+    expect(states.slice(full).every((s) => s.allowance === 1)).toBe(true);
     expect(transitions(states)).toEqual([]);
     expect(states.at(-1)?.estimateMs).toBe(80);
     expect(states.at(-1)?.targetMs).toBe(target);
   });
 
-  it("engages when the tail nears the target: halves the allowance, once per fresh evidence", () => {
-    const guard = new BackfillGuard(target);
+  it("engages when the tail nears the target: trims the allowance, once per fresh evidence", () => {
+    const guard = running(target);
     // 0.95 × target: above engageAt (0.9), so every fresh decision decreases.
-    const states = simulate(guard, { forMs: 1000, latencyAt: () => 0.95 * target });
+    const states = simulate(guard, { fromMs: 5000, forMs: 1000, latencyAt: () => 0.95 * target });
     expect(transitions(states)).toEqual(["engaged"]);
     const first = states.findIndex((s) => s.allowance < 1);
     // Just over the threshold: a trim (× 0.9 at most), not a halving.
@@ -65,11 +79,12 @@ describe("BackfillGuard (AIMD, fake clock)", () => {
   });
 
   it("one slow moment is punished once: old samples in the window do not decrease it again", () => {
-    const guard = new BackfillGuard(target);
+    const guard = running(target);
     // 1 s of slow requests, then requests in the hold band (0.75–0.9 × target).
     const states = simulate(guard, {
+      fromMs: 5000,
       forMs: 6000,
-      latencyAt: (now) => (now < 1000 ? 1.5 * target : 0.8 * target),
+      latencyAt: (now) => (now < 6000 ? 1.5 * target : 0.8 * target),
     });
     const decreases = states.filter((s, i) => i > 0 && s.allowance < (states[i - 1] as GuardState).allowance);
     // Requests that started in the slow second may commit during it: at most two halvings.
@@ -82,13 +97,15 @@ describe("BackfillGuard (AIMD, fake clock)", () => {
   });
 
   it("releases gradually when online is calm (additive increase), and says so once", () => {
-    const guard = new BackfillGuard(target);
+    const guard = running(target);
     const states = simulate(guard, {
+      fromMs: 5000,
       forMs: 30_000,
-      latencyAt: (now) => (now < 2000 ? 2 * target : 0.3 * target),
+      latencyAt: (now) => (now < 6000 ? 2 * target : 0.3 * target),
     });
     const low = Math.min(...states.map((s) => s.allowance));
     expect(low).toBeLessThan(0.5);
+    expect(low).toBeGreaterThan(0);
     for (let i = 1; i < states.length; i++) {
       const rise = (states[i] as GuardState).allowance - (states[i - 1] as GuardState).allowance;
       // Never more than GUARD.increasePerSecond per second of ticks (plus the floor's first step).
@@ -98,18 +115,21 @@ describe("BackfillGuard (AIMD, fake clock)", () => {
     expect(transitions(states)).toEqual(["engaged", "released"]);
   });
 
-  it("no oscillation under a steady load: it settles, with one engagement and no release", () => {
-    const guard = new BackfillGuard(target);
+  it("no oscillation under a steady load: it settles under the engage share, engaging at most once, never released", () => {
     // Plant: online latency grows with the backfill's allowance (a contended core).
     const plant = (_now: number, allowance: number) => 60 + 120 * allowance;
-    const states = simulate(guard, { forMs: 120_000, latencyAt: plant });
-    expect(transitions(states)).toEqual(["engaged"]);
-    const lastMinute = states.slice(-240).map((s) => s.allowance);
-    expect(Math.max(...lastMinute) - Math.min(...lastMinute)).toBeLessThan(0.05);
-    // Settled where the tail is under the engage share of the target.
-    const settled = lastMinute.at(-1) as number;
-    expect(plant(0, settled)).toBeLessThan(GUARD.engageAt * target);
-    expect(settled).toBeGreaterThan(0);
+    for (const guard of [new BackfillGuard(target), running(target)]) {
+      const states = simulate(guard, { forMs: 120_000, latencyAt: plant });
+      // A cautious start settles in the band without overshooting; one at full speed engages once.
+      expect(transitions(states).filter((t) => t !== "engaged")).toEqual([]);
+      expect(transitions(states).length).toBeLessThanOrEqual(1);
+      const lastMinute = states.slice(-240).map((s) => s.allowance);
+      expect(Math.max(...lastMinute) - Math.min(...lastMinute)).toBeLessThan(0.05);
+      // Settled where the tail is under the engage share of the target.
+      const settled = lastMinute.at(-1) as number;
+      expect(plant(0, settled)).toBeLessThan(GUARD.engageAt * target);
+      expect(settled).toBeGreaterThan(0.5);
+    }
   });
 
   it("a target that cannot be met pauses the backfill (allowance 0), never the online lane, and says so once", () => {
@@ -181,17 +201,69 @@ describe("BackfillGuard (AIMD, fake clock)", () => {
     expect(worse.at(-1)?.allowance).toBeLessThan(1);
   });
 
-  it("an idle backfill lane beside online traffic waits at the start allowance, and earns full speed", () => {
+  it("an idle backfill lane waits at the start allowance, and earns full speed", () => {
     const guard = new BackfillGuard(200);
     const idle = simulate(guard, { forMs: 5000, latencyAt: () => 50, backfillBusy: false });
-    expect(idle.at(-1)?.allowance).toBe(GUARD.startAllowance);
+    expect(idle.every((s) => s.allowance === GUARD.startAllowance)).toBe(true);
     expect(transitions(idle)).toEqual([]);
     const busy = simulate(guard, { fromMs: 5000, forMs: 10_000, latencyAt: () => 50 });
     expect(busy.at(-1)?.allowance).toBe(1);
     expect(transitions(busy)).toEqual([]);
-    // No online traffic: nothing to protect, full speed at once.
+    // The lane idles again (a run ended): the next run starts cautious too.
+    const after = simulate(guard, { fromMs: 15_000, forMs: 5000, latencyAt: () => 50, backfillBusy: false });
+    expect(after.at(-1)?.allowance).toBe(GUARD.startAllowance);
+    // No online traffic: nothing objects, so the ramp alone sets the pace.
     const quiet = new BackfillGuard(200);
-    expect(quiet.tick(250).allowance).toBe(1);
+    const alone = simulate(quiet, { forMs: 4000, latencyAt: () => undefined });
+    expect((alone.findIndex((s) => s.allowance === 1) + 1) * GUARD.tickMs).toBeLessThanOrEqual(
+      3000 + GUARD.tickMs,
+    );
+  });
+
+  it("the start of backfill work: a partition moved in, the end of a pause and the band all start cautious and earn", () => {
+    // A partition moved in while running at full speed: back to the start allowance at once.
+    const guard = running(200);
+    guard.restart();
+    expect(guard.allowance).toBe(GUARD.startAllowance);
+    const again = simulate(guard, { fromMs: 5000, forMs: 4000, latencyAt: () => 40 });
+    expect(again.at(-1)?.allowance).toBe(1);
+    // The end of a pause: from the floor, ×2 per second while calm (not +0.1 per second).
+    const paused = new BackfillGuard(200);
+    simulate(paused, { forMs: 6000, latencyAt: () => 600 });
+    expect(paused.allowance).toBe(0);
+    const resumed = simulate(paused, { fromMs: 6000, forMs: 12_000, latencyAt: () => 40 });
+    const first = resumed.findIndex((s) => s.allowance > 0);
+    const full = resumed.findIndex((s) => s.allowance === 1);
+    expect((full - first) * GUARD.tickMs).toBeLessThanOrEqual(4250);
+    // In the band (0.75–0.9 × target) the start goes on at ×1.25 per second, up to creepLimit.
+    const band = new BackfillGuard(200);
+    const states = simulate(band, { forMs: 12_000, latencyAt: () => 0.8 * 200 });
+    expect(states.at(-1)?.allowance).toBeCloseTo(GUARD.creepLimit);
+    expect(transitions(states)).toEqual([]);
+  });
+
+  it("counts the age of online requests still in flight: a tail building up decreases before it commits", () => {
+    const guard = running(200);
+    // Nothing commits from 5 s on; the oldest online request in flight arrived at 5.1 s.
+    let t = 5000;
+    const states: GuardState[] = [];
+    for (; t <= 6000; t += GUARD.tickMs) {
+      guard.observeModel(t, "backfill", 10);
+      guard.observeInFlight(t >= 5100 ? 5100 : undefined);
+      states.push(guard.tick(t));
+    }
+    // At 5.25 s its age is 150 ms (under 0.9 × 200); at 5.5 s 400 ms: over it, so the guard trims.
+    expect(states[0]?.allowance).toBe(1);
+    expect(guard.allowance).toBeLessThan(1);
+    expect(transitions(states)).toEqual(["engaged"]);
+    // A request that arrived before the last decrease is no fresh evidence: no second decrease for it.
+    const after = guard.allowance;
+    for (let i = 0; i < 8; i++, t += GUARD.tickMs) {
+      guard.observeModel(t, "backfill", 10);
+      guard.observeOnline(t, 50);
+      guard.tick(t);
+    }
+    expect(guard.allowance).toBeGreaterThanOrEqual(after * GUARD.decreaseMin);
   });
 
   it("a fixed target is never learned", () => {
