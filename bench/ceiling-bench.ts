@@ -33,15 +33,7 @@
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import {
-  createWriteStream,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  readlinkSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
+import { createWriteStream, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
@@ -52,6 +44,7 @@ import { createTinyTensorModels, LR_B, LR_W, lrReference } from "../test/support
 import { benchBroker } from "./bench-broker.js";
 import { loadParagraphs } from "./corpus.js";
 import { NOOP_SERVE_LINE } from "./noop-serve-hooks.js";
+import { CLK_TCK, CpuSampler, listenerPid, machineBusy, procTicks } from "./proc-cpu.js";
 import { benchmarksFile, machineDescription, percentile, writeBenchmarkSection } from "./report.js";
 
 process.env.KAFKAJS_NO_PARTITIONER_WARNING ??= "1";
@@ -106,7 +99,6 @@ const median = (xs: number[]) => {
   return s.length % 2 === 1 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
 };
 const runTag = Date.now().toString(36);
-const CLK_TCK = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout.trim()) || 100;
 
 /** The peer's classpath: its compiled classes and its Maven dependencies (offline first, then Central). */
 function buildPeer(): string {
@@ -125,65 +117,6 @@ function buildPeer(): string {
   );
 }
 
-/** utime + stime of a process in clock ticks, or undefined once it has gone. */
-function procTicks(pid: number): number | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    // Fields after "(comm)": state is field 3, utime 14, stime 15.
-    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return Number(f[11]) + Number(f[12]);
-  } catch {
-    return undefined;
-  }
-}
-
-/** Busy ticks of the whole machine (all but idle and iowait), from /proc/stat. */
-function machineBusy(): number {
-  const line = readFileSync("/proc/stat", "utf8").split("\n")[0] as string;
-  const v = line.trim().split(/\s+/).slice(1, 9).map(Number);
-  return v.reduce((a, b) => a + b, 0) - (v[3] ?? 0) - (v[4] ?? 0);
-}
-
-/**
- * The pid of the process listening on `port` on this machine (the broker, when it runs here), found
- * through /proc/net/tcp and the processes' socket descriptors; undefined when none is visible.
- */
-function listenerPid(port: number): number | undefined {
-  const hex = `:${port.toString(16).toUpperCase().padStart(4, "0")}`;
-  const inodes = new Set<string>();
-  for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
-    let text = "";
-    try {
-      text = readFileSync(table, "utf8");
-    } catch {
-      continue;
-    }
-    for (const row of text.split("\n").slice(1)) {
-      const f = row.trim().split(/\s+/);
-      // local address, state 0A = LISTEN, inode
-      if (f[1]?.endsWith(hex) && f[3] === "0A" && f[9]) inodes.add(f[9]);
-    }
-  }
-  if (inodes.size === 0) return undefined;
-  for (const pid of readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
-    let fds: string[] = [];
-    try {
-      fds = readdirSync(`/proc/${pid}/fd`);
-    } catch {
-      continue;
-    }
-    for (const fd of fds) {
-      try {
-        const socket = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
-        if (socket && inodes.has(socket[1] as string)) return Number(pid);
-      } catch {
-        // closed meanwhile
-      }
-    }
-  }
-  return undefined;
-}
-
 /**
  * Waits, at most QUIET_WAIT_MS, for 3 s in which the machine, the broker aside, is busy less than
  * QUIET_CORES: on a shared machine a neighbour's burst (a test run, a type check) stretches the wall
@@ -199,49 +132,6 @@ async function quietMachine(brokerPid: number | undefined): Promise<boolean> {
     const cores = (machineBusy() - m0 - (broker() - b0)) / CLK_TCK / 3;
     if (cores < QUIET_CORES) return true;
     if (Date.now() > until) return false;
-  }
-}
-
-/** CPU ticks of the named processes and the machine's busy ticks at one instant. */
-interface CpuSample {
-  at: number;
-  ticks: Record<string, number>;
-}
-
-/** /proc samples of some processes every 50 ms; read back at any instant by interpolation. */
-class CpuSampler {
-  readonly samples: CpuSample[] = [];
-  private readonly timer: NodeJS.Timeout;
-  constructor(private readonly pids: Record<string, number | undefined>) {
-    this.sample();
-    this.timer = setInterval(() => this.sample(), 50);
-  }
-  sample(): void {
-    const ticks: Record<string, number> = { machine: machineBusy() };
-    for (const [name, pid] of Object.entries(this.pids)) {
-      const t = pid === undefined ? undefined : procTicks(pid);
-      // A process that has gone keeps its last reading.
-      ticks[name] = t ?? this.samples[this.samples.length - 1]?.ticks[name] ?? Number.NaN;
-    }
-    this.samples.push({ at: Date.now(), ticks });
-  }
-  stop(): void {
-    clearInterval(this.timer);
-  }
-  /** CPU-seconds of `name` at epoch ms `at`, interpolated between the samples around it. */
-  at(name: string, at: number): number {
-    const s = this.samples;
-    const after = s.findIndex((x) => x.at >= at);
-    const pick = (x: CpuSample | undefined) => (x?.ticks[name] ?? Number.NaN) / CLK_TCK;
-    if (after <= 0) return pick(after === 0 ? s[0] : s[s.length - 1]);
-    const a = s[after - 1] as CpuSample;
-    const b = s[after] as CpuSample;
-    const w = (at - a.at) / Math.max(1, b.at - a.at);
-    return pick(a) + (pick(b) - pick(a)) * w;
-  }
-  /** CPU-seconds of `name` between two instants. */
-  between(name: string, from: number, to: number): number {
-    return this.at(name, to) - this.at(name, from);
   }
 }
 

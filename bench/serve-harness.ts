@@ -101,6 +101,8 @@ export function runSluice(configPath: string, args: string[]): Promise<{ stdout:
 /** One result as the reader saw it: arrival (epoch ms), broker append time, the result's own timing. */
 export interface Arrival {
   arrivedMs: number;
+  /** The result's status (ok, expired, fallback, …); "" for a result that was only counted. */
+  status: string;
   appendedMs: number;
   count: number;
   /** completedAt − requestTimestamp − queueMs − inferenceMs: fetch, decode, dedup until enqueue. */
@@ -178,6 +180,7 @@ export class ResultReader {
 
 const NO_TIMING: Arrival = {
   arrivedMs: 0,
+  status: "",
   appendedMs: Number.NaN,
   count: 1,
   intakeMs: Number.NaN,
@@ -189,8 +192,11 @@ const NO_TIMING: Arrival = {
 /** An online result's arrival with the parts of its latency, from the result's own `timing`. */
 function arrival(at: number, value: Buffer): Arrival {
   let t: { requestTimestamp?: number; queueMs?: number; inferenceMs?: number; completedAt?: number } = {};
+  let status = "";
   try {
-    t = JSON.parse(value.toString()).timing ?? {};
+    const result = JSON.parse(value.toString());
+    t = result.timing ?? {};
+    status = String(result.status ?? "");
   } catch {
     // not a JSON result
   }
@@ -200,6 +206,7 @@ function arrival(at: number, value: Buffer): Arrival {
   const completedAt = Number(t.completedAt);
   return {
     arrivedMs: at,
+    status,
     appendedMs,
     count: 1,
     intakeMs: completedAt - appendedMs - queueMs - inferenceMs,
@@ -209,7 +216,10 @@ function arrival(at: number, value: Buffer): Arrival {
   };
 }
 
-/** Open-loop constant-rate sends of paragraphs until `stop()` says so or `maxSeconds` pass. */
+/**
+ * Open-loop constant-rate sends of paragraphs until `stop()` says so or `maxSeconds` pass. With
+ * `deadlineAfterMs`, each request's `deadlineMs` is that long after its scheduled send time.
+ */
 export async function sendOpenLoop(o: {
   producer: Producer;
   topic: string;
@@ -218,8 +228,10 @@ export async function sendOpenLoop(o: {
   texts: string[];
   maxSeconds: number;
   stop?: () => boolean;
+  deadlineAfterMs?: number;
 }): Promise<number> {
   const t0 = performance.now();
+  const t0Epoch = Date.now();
   let next = 0;
   const sends: Promise<unknown>[] = [];
   while ((performance.now() - t0) / 1000 < o.maxSeconds && !(o.stop?.() ?? false)) {
@@ -227,7 +239,15 @@ export async function sendOpenLoop(o: {
     const elapsed = performance.now() - t0;
     while ((next * 1000) / o.rate <= elapsed) {
       const id = `${o.prefix}${next}`;
-      due.push({ key: id, ...encodeRequest({ id, text: o.texts[next % o.texts.length] as string }, "json") });
+      const text = o.texts[next % o.texts.length] as string;
+      const deadlineMs =
+        o.deadlineAfterMs === undefined
+          ? undefined
+          : Math.round(t0Epoch + (next * 1000) / o.rate + o.deadlineAfterMs);
+      due.push({
+        key: id,
+        ...encodeRequest(deadlineMs === undefined ? { id, text } : { id, text, deadlineMs }, "json"),
+      });
       next++;
     }
     if (due.length > 0) sends.push(o.producer.send({ topic: o.topic, messages: due }));

@@ -1,32 +1,42 @@
 /**
- * SLO benchmark (issue 19): the online tail beside a backfill, measured the way users run Sluice.
- * `sluice serve` runs as separate processes (`node bin/sluice.js serve`, 1 and 2 instances on this
- * machine, the default model, `model.workers: auto`); requests are paragraphs of realistic length
- * (`loadParagraphs`: ~10–256 tokens); backfills go in with `sluice backfill submit`; results are read
- * by a `read_committed` reader. Measures, never asserts.
+ * SLO benchmark (issues 19 and 29): the online tail beside a backfill, measured the way users run
+ * Sluice. `sluice serve` runs as separate processes (`node bin/sluice.js serve`, children of this one
+ * process, as if started from one shell session; 1 and 2 instances on this machine, the default
+ * model, `model.workers: auto`); requests are paragraphs of realistic length (`loadParagraphs`:
+ * ~10–256 tokens), each with a deadline BENCH_SLO_DEADLINE_S after its scheduled send; backfills go
+ * in with `sluice backfill submit`; results are read by a `read_committed` reader. Measures, never
+ * asserts.
  *
  * The latency clock starts at the broker: the requests topic uses LogAppendTime, so a result's
  * `timing.requestTimestamp` is the broker's append time, and latency = the reader's arrival time −
  * that. On a saturated shared machine the load generator stalls too; counted from its scheduled send
  * time the same runs read far worse (docs/design.md §3, "Where a latency clock starts").
  *
- * Per variant (below), instance count and repeat:
- *  1. online alone at each rate for BENCH_SLO_ALONE_SECONDS: p50/p99;
- *  2. a backfill alone of BENCH_SLO_ROWS rows: its rate between the 10 % and the 90 % result;
- *  3. per rate, online at that rate beside a backfill of BENCH_SLO_ROWS rows submitted 2 s in: the
- *     online p99 of requests appended while the backfill ran, and the backfill's rate.
- * Every online id and every backfill id must arrive exactly once (counted at the reader).
+ * Per variant (below) and instance count: a backfill alone of BENCH_SLO_ROWS rows (its rate between
+ * the 10 % and the 90 % result); then per repeat and rate:
+ *  1. online alone at that rate for BENCH_SLO_ALONE_SECONDS: p50/p99, expired;
+ *  2. online at that rate, and 2 s in a backfill of BENCH_SLO_ROWS rows: the **window** is the
+ *     BENCH_SLO_WINDOW_S seconds starting BENCH_SLO_WINDOW_DELAY_S after the submit returned (the
+ *     moment a user notices: the start of a backfill); its online p99 and expired requests, and
+ *     those of the first seconds (the submit to the window), and of the whole backfill; the
+ *     backfill's rate; the machine's run queue (`procs_running`, sampled every 250 ms) and the
+ *     broker's CPU per second in the window; partitions revoked in the serve logs during the run
+ *     (a session timeout or a fenced broker shows as a rebalance).
+ * Every online id and every backfill id must arrive exactly once (counted at the reader). The
+ * report lists the worst run first.
  *
  *   npm run bench:slo
- *   env: KAFKA_BROKERS; BENCH_SLO_INSTANCES ("1,2"); BENCH_SLO_RATES ("5,10", requests/s);
- *        BENCH_SLO_REPEATS (5); BENCH_SLO_ALONE_SECONDS (30); BENCH_SLO_ROWS (1500);
+ *   env: KAFKA_BROKERS; BENCH_SLO_INSTANCES ("1,2"); BENCH_SLO_RATES ("10", requests/s);
+ *        BENCH_SLO_REPEATS ("1:5,2:10": repeats per instance count, or one number for all);
+ *        BENCH_SLO_ALONE_SECONDS (25); BENCH_SLO_ROWS (3000); BENCH_SLO_WINDOW_S (25);
+ *        BENCH_SLO_WINDOW_DELAY_S (3); BENCH_SLO_DEADLINE_S (5);
  *        BENCH_SLO_VARIANTS ("nice"; the first gets BENCH_SLO_REPEATS, the others
  *        BENCH_SLO_REPEATS_OTHER (2), side by side in the same run): nice = the defaults (guard on,
  *        backfill workers at nice 10), shared = guard on, model.backfillWorkers 0 (backfill calls
  *        share the online workers), off = lanes.guard false and shared workers;
  *        BENCH_SLO_OUTPUT (BENCHMARKS.md; "-" prints)
  *   smoke: BENCH_SLO_INSTANCES=1 BENCH_SLO_RATES=5 BENCH_SLO_REPEATS=1 BENCH_SLO_ALONE_SECONDS=4 \
- *          BENCH_SLO_ROWS=60 BENCH_SLO_OUTPUT=- npm run bench:slo
+ *          BENCH_SLO_ROWS=60 BENCH_SLO_WINDOW_S=4 BENCH_SLO_OUTPUT=- npm run bench:slo
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -35,6 +45,7 @@ import { Kafka, logLevel } from "kafkajs";
 import { fixAbortedTransactionOrder } from "../src/kafka/protocol/aborted-transaction-order.js";
 import { benchBroker } from "./bench-broker.js";
 import { loadParagraphs } from "./corpus.js";
+import { CpuSampler, listenerPid } from "./proc-cpu.js";
 import { machineDescription, percentile, writeBenchmarkSection } from "./report.js";
 import {
   benchConfigYaml,
@@ -63,12 +74,21 @@ const list = (name: string, fallback: string) =>
     .filter((s) => s !== "");
 const num = envNumber;
 const INSTANCES = list("BENCH_SLO_INSTANCES", "1,2").map(Number);
-const RATES = list("BENCH_SLO_RATES", "5,10").map(Number);
-const REPEATS = num("BENCH_SLO_REPEATS", 5);
+const RATES = list("BENCH_SLO_RATES", "10").map(Number);
+/** Repeats of the first variant per instance count ("1:5,2:10"), or one number for every count. */
+const REPEATS_SPEC = process.env.BENCH_SLO_REPEATS ?? "1:5,2:10";
+const repeatsFor = (n: number): number => {
+  if (/^\d+$/.test(REPEATS_SPEC.trim())) return Number(REPEATS_SPEC);
+  const pair = list("BENCH_SLO_REPEATS", REPEATS_SPEC).find((p) => p.startsWith(`${n}:`));
+  return pair ? Number(pair.split(":")[1]) : 5;
+};
 /** Repeats of the comparison variants (all but the first). */
 const REPEATS_OTHER = num("BENCH_SLO_REPEATS_OTHER", 2);
-const ALONE_SECONDS = num("BENCH_SLO_ALONE_SECONDS", 30);
-const ROWS = num("BENCH_SLO_ROWS", 1500);
+const ALONE_SECONDS = num("BENCH_SLO_ALONE_SECONDS", 25);
+const ROWS = num("BENCH_SLO_ROWS", 3000);
+const WINDOW_MS = num("BENCH_SLO_WINDOW_S", 25) * 1000;
+const WINDOW_DELAY_MS = num("BENCH_SLO_WINDOW_DELAY_S", 3) * 1000;
+const DEADLINE_MS = num("BENCH_SLO_DEADLINE_S", 5) * 1000;
 /** What each variant sets on the served instances. */
 const VARIANT_SETTINGS: Record<string, { guard: boolean; backfillWorkers: string; label: string }> = {
   nice: { guard: true, backfillWorkers: "auto", label: "defaults: guard on, backfill workers at nice 10" },
@@ -93,19 +113,58 @@ interface RunRow {
   repeat: number;
   aloneP50: number;
   aloneP99: number;
-  besideP50: number;
+  aloneExpired: number;
+  /** The window (BENCH_SLO_WINDOW_S from BENCH_SLO_WINDOW_DELAY_S after the submit returned). */
+  windowP50: number;
+  windowP99: number;
+  windowN: number;
+  windowExpired: number;
+  /** From the submit's start to the window's: the first seconds. */
+  firstP99: number;
+  firstN: number;
+  /** Every online request appended while the backfill's results arrived. */
   besideP99: number;
+  besideExpired: number;
   backfillAlone: number;
   backfillBeside: number;
+  /** In the window: the run queue's largest and mean sample, the broker's least and mean cores per second. */
+  runQueueMax: number;
+  runQueueMean: number;
+  brokerCoresMin: number;
+  brokerCoresMean: number;
+  /** `partitions revoked` log lines of the serve processes during the run. */
+  revoked: number;
   lost: number;
   doubled: number;
-  /** p99 of each part of the beside latency (intake, queue, inference, commit), ms. */
-  besideParts: string;
+  /** p99 of each part of the window's latency (intake, queue, inference, commit), ms. */
+  windowParts: string;
+}
+
+/** The issue-29 goal of one run: the window's tail, no expiry or rebalance the backfill caused. */
+const goalMet = (r: RunRow) =>
+  r.windowP99 <= 1.5 * r.aloneP99 + 25 &&
+  r.windowExpired <= r.aloneExpired &&
+  r.revoked === 0 &&
+  r.backfillBeside >= 0.5 * r.backfillAlone &&
+  r.lost === 0 &&
+  r.doubled === 0;
+
+/** How far a run's window p99 is past its goal (ms; negative: under it): the report's order. */
+const overGoal = (r: RunRow) => r.windowP99 - (1.5 * r.aloneP99 + 25);
+
+/** `partitions revoked` lines in the serve logs now. */
+function revocations(logs: readonly string[]): number {
+  let n = 0;
+  for (const file of logs)
+    n += (readFileSync(file, "utf8").match(/"msg":"partitions revoked"/g) ?? []).length;
+  return n;
 }
 
 async function main(): Promise<void> {
   const startedAt = new Date();
   const broker = await benchBroker();
+  // The broker's process when it runs on this machine (found by its listening port), else undefined.
+  const brokerPid = listenerPid(Number(broker.brokers[0]?.split(":").at(-1)));
   const kafka = new Kafka({ clientId: "slo-bench", brokers: broker.brokers, logLevel: logLevel.NOTHING });
   fixAbortedTransactionOrder();
   const onlineTexts = loadParagraphs(2000, 1);
@@ -139,38 +198,35 @@ async function main(): Promise<void> {
           log(
             `warm-up: ${(await reader.waitFor("warm-", 15, 60_000)) ? "results arrive" : "NO results in 60 s"}`,
           );
-          for (let r = 0; r < (variantIndex === 0 ? REPEATS : REPEATS_OTHER); r++) {
-            const alone = new Map<number, number[]>();
+          const aloneRun = "alone";
+          const aloneFile = join(dir, `${base}-${aloneRun}.jsonl`);
+          writeFileSync(
+            aloneFile,
+            backfillTexts
+              .slice(0, ROWS)
+              .map((text, i) => JSON.stringify({ id: `${aloneRun}-${i}`, text }))
+              .join("\n"),
+          );
+          await submit(configPath, aloneFile, aloneRun);
+          await reader.waitFor(`${aloneRun}-`, ROWS, 900_000);
+          const backfillAlone = rate(reader.entries(`${aloneRun}-`).map((e) => e.arrivedMs));
+          log(`backfill alone: ${backfillAlone.toFixed(1)} rows/s`);
+          const repeats = variantIndex === 0 ? repeatsFor(n) : REPEATS_OTHER;
+          for (let r = 0; r < repeats; r++) {
             for (const rt of RATES) {
-              const prefix = `a${r}r${rt}-`;
-              const sent = await sendOpenLoop({
+              const alonePrefix = `a${r}r${rt}-`;
+              const aloneSent = await sendOpenLoop({
                 producer,
                 topic: requests,
                 rate: rt,
-                prefix,
+                prefix: alonePrefix,
                 texts: onlineTexts,
                 maxSeconds: ALONE_SECONDS,
+                deadlineAfterMs: DEADLINE_MS,
               });
-              await reader.waitFor(prefix, sent, 60_000);
-              alone.set(
-                rt,
-                reader.entries(prefix).map((e) => e.arrivedMs - e.appendedMs),
-              );
-            }
-            const aloneRun = `alone-${r}`;
-            const aloneFile = join(dir, `${base}-${aloneRun}.jsonl`);
-            writeFileSync(
-              aloneFile,
-              backfillTexts
-                .slice(0, ROWS)
-                .map((text, i) => JSON.stringify({ id: `${aloneRun}-${i}`, text }))
-                .join("\n"),
-            );
-            await submit(configPath, aloneFile, aloneRun);
-            log(`#${r + 1}: online alone measured; backfill ${aloneRun} submitted`);
-            await reader.waitFor(`${aloneRun}-`, ROWS, 600_000);
-            const backfillAlone = rate(reader.entries(`${aloneRun}-`).map((e) => e.arrivedMs));
-            for (const rt of RATES) {
+              await reader.waitFor(alonePrefix, aloneSent, 60_000);
+              const aloneEntries = reader.entries(alonePrefix);
+              const aloneLat = aloneEntries.map((e) => e.arrivedMs - e.appendedMs);
               const run = `beside-${r}-${rt}`;
               const file = join(dir, `${base}-${run}.jsonl`);
               writeFileSync(
@@ -182,6 +238,9 @@ async function main(): Promise<void> {
               );
               const prefix = `s${r}r${rt}-`;
               let backfillDone = false;
+              let windowOver = false;
+              const revokedBefore = revocations(serving.logs);
+              const sampler = new CpuSampler({ broker: brokerPid }, 250);
               const online = sendOpenLoop({
                 producer,
                 topic: requests,
@@ -189,37 +248,61 @@ async function main(): Promise<void> {
                 prefix,
                 texts: onlineTexts,
                 maxSeconds: 900,
-                stop: () => backfillDone,
+                stop: () => backfillDone && windowOver,
+                deadlineAfterMs: DEADLINE_MS,
               });
               await sleep(2000);
+              const submitAt = Date.now();
               await submit(configPath, file, run);
+              const windowFrom = Date.now() + WINDOW_DELAY_MS;
+              const windowTo = windowFrom + WINDOW_MS;
+              const windowTimer = setTimeout(() => {
+                windowOver = true;
+              }, windowTo - Date.now());
               await reader.waitFor(`${run}-`, ROWS, 900_000);
               backfillDone = true;
               const sent = await online;
+              clearTimeout(windowTimer);
+              sampler.stop();
               await reader.waitFor(prefix, sent, 60_000);
+              const revoked = revocations(serving.logs) - revokedBefore;
               const bf = reader
                 .entries(`${run}-`)
                 .map((e) => e.arrivedMs)
                 .sort((a, b) => a - b);
               const from = bf[0] ?? 0;
               const to = bf[bf.length - 1] ?? 0;
-              const besideEntries = reader
-                .entries(prefix)
-                .filter((e) => e.appendedMs >= from && e.appendedMs <= to);
-              const beside = besideEntries.map((e) => e.arrivedMs - e.appendedMs);
+              const entries = reader.entries(prefix);
+              const appendedIn = (lo: number, hi: number) =>
+                entries.filter((e) => e.appendedMs >= lo && e.appendedMs < hi);
+              const latency = (es: typeof entries) => es.map((e) => e.arrivedMs - e.appendedMs);
+              const expired = (es: typeof entries) => es.filter((e) => e.status === "expired").length;
+              const windowEntries = appendedIn(windowFrom, windowTo);
+              const first = appendedIn(submitAt, windowFrom);
+              const beside = appendedIn(from, to + 1);
               const part = (k: "intakeMs" | "queueMs" | "inferenceMs" | "commitMs") =>
-                p99(besideEntries.map((e) => e[k])).toFixed(0);
-              const besideParts = `${part("intakeMs")} / ${part("queueMs")} / ${part("inferenceMs")} / ${part("commitMs")}`;
-              const prefixes = [prefix, `${run}-`, `a${r}r${rt}-`];
-              const expected = [sent, ROWS, reader.count(`a${r}r${rt}-`)];
+                p99(windowEntries.map((e) => e[k])).toFixed(0);
+              const runQueue = sampler.samples
+                .filter((x) => x.at >= windowFrom && x.at < windowTo)
+                .map((x) => x.ticks.running as number);
+              const brokerCores: number[] = [];
+              for (
+                let t = windowFrom;
+                t + 1000 <= Math.min(windowTo, sampler.samples.at(-1)?.at ?? 0);
+                t += 1000
+              )
+                brokerCores.push(sampler.between("broker", t, t + 1000));
+              const prefixes = [prefix, `${run}-`, alonePrefix];
+              const expected = [sent, ROWS, aloneSent];
               let lost = 0;
               let doubled = 0;
               prefixes.forEach((p, i) => {
-                const entries = reader.entries(p);
-                lost += Math.max(0, (expected[i] as number) - entries.length);
-                doubled += entries.filter((e) => e.count > 1).length;
+                const got = reader.entries(p);
+                lost += Math.max(0, (expected[i] as number) - got.length);
+                doubled += got.filter((e) => e.count > 1).length;
               });
-              const aloneLat = alone.get(rt) ?? [];
+              const mean = (xs: number[]) =>
+                xs.length === 0 ? Number.NaN : xs.reduce((a, b) => a + b, 0) / xs.length;
               const row: RunRow = {
                 variant: mode,
                 instances: n,
@@ -227,17 +310,29 @@ async function main(): Promise<void> {
                 repeat: r + 1,
                 aloneP50: p50(aloneLat),
                 aloneP99: p99(aloneLat),
-                besideP50: p50(beside),
-                besideP99: p99(beside),
+                aloneExpired: expired(aloneEntries),
+                windowP50: p50(latency(windowEntries)),
+                windowP99: p99(latency(windowEntries)),
+                windowN: windowEntries.length,
+                windowExpired: expired(windowEntries),
+                firstP99: p99(latency(first)),
+                firstN: first.length,
+                besideP99: p99(latency(beside)),
+                besideExpired: expired(beside),
                 backfillAlone,
                 backfillBeside: rate(bf),
+                runQueueMax: runQueue.length > 0 ? Math.max(...runQueue) : Number.NaN,
+                runQueueMean: mean(runQueue),
+                brokerCoresMin: brokerCores.length > 0 ? Math.min(...brokerCores) : Number.NaN,
+                brokerCoresMean: mean(brokerCores),
+                revoked,
                 lost,
                 doubled,
-                besideParts,
+                windowParts: `${part("intakeMs")} / ${part("queueMs")} / ${part("inferenceMs")} / ${part("commitMs")}`,
               };
               rows.push(row);
               log(
-                `${mode} n=${n} rate=${rt} #${r + 1}: online p99 alone ${row.aloneP99.toFixed(0)} ms, beside ${row.besideP99.toFixed(0)} ms (×${(row.besideP99 / row.aloneP99).toFixed(2)}); backfill ${row.backfillBeside.toFixed(1)}/${row.backfillAlone.toFixed(1)} rows/s; lost ${lost}, doubled ${doubled}; beside p99 intake/queue/inference/commit ${besideParts} ms`,
+                `${mode} n=${n} rate=${rt} #${r + 1}: online p99 alone ${row.aloneP99.toFixed(0)} ms, window ${row.windowP99.toFixed(0)} ms (×${(row.windowP99 / row.aloneP99).toFixed(2)}, ${row.windowExpired} expired), first seconds ${row.firstP99.toFixed(0)} ms; backfill ${row.backfillBeside.toFixed(1)}/${row.backfillAlone.toFixed(1)} rows/s; run queue max ${row.runQueueMax}, broker cores min ${row.brokerCoresMin.toFixed(2)}; revoked ${revoked}; lost ${lost}, doubled ${doubled}`,
               );
             }
           }
@@ -258,7 +353,7 @@ async function main(): Promise<void> {
     await broker.stop();
     rmSync(dir, { recursive: true, force: true });
   }
-  const markdown = report(rows, guardLines, startedAt, broker.note, onlineTexts);
+  const markdown = report(rows, guardLines, startedAt, broker.note, onlineTexts, brokerPid !== undefined);
   if (OUTPUT === "-") process.stdout.write(`${markdown}\n`);
   else await writeBenchmarkSection("slo", markdown, OUTPUT || undefined);
 }
@@ -269,43 +364,45 @@ function report(
   startedAt: Date,
   brokerNote: string,
   texts: string[],
+  brokerSampled: boolean,
 ): string {
   const words = texts.map((t) => t.split(/\s+/).length).sort((a, b) => a - b);
-  const goal = (r: RunRow) => r.besideP99 <= 1.5 * r.aloneP99 + 25;
+  const f0 = (x: number) => (Number.isFinite(x) ? x.toFixed(0) : "–");
+  const f2 = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : "–");
   const lines: string[] = [
     "## SLO guard: online tail beside a backfill (`npm run bench:slo`)",
     "",
     `Run ${startedAt.toISOString()} on ${machineDescription()}; broker: ${brokerNote}.`,
-    `\`sluice serve\` as separate processes (\`node bin/sluice.js serve\`, default model, \`model.workers: auto\`), ${PARTITIONS} partitions per lane; online open-loop paragraphs (words per text p50 ${percentile(words, 50)}, p90 ${percentile(words, 90)}, p99 ${percentile(words, 99)}) for ${ALONE_SECONDS} s alone per rate; backfills of ${ROWS} paragraphs by \`sluice backfill submit\`; latency = read_committed arrival − broker append time (LogAppendTime on the requests topic).`,
-    `Variants, side by side in this run: ${VARIANTS.map((v, i) => `**${v}** = ${VARIANT_SETTINGS[v]?.label} (${i === 0 ? REPEATS : REPEATS_OTHER} repeats)`).join("; ")}.`,
-    "Goal per run: online p99 beside ≤ 1.5 × online p99 alone + 25 ms, backfill beside ≥ 0.5 × alone, nothing lost or doubled.",
+    `\`sluice serve\` as separate processes (\`node bin/sluice.js serve\`, children of the benchmark's one process, default model, \`model.workers: auto\`), ${PARTITIONS} partitions per lane; online open-loop paragraphs (words per text p50 ${percentile(words, 50)}, p90 ${percentile(words, 90)}, p99 ${percentile(words, 99)}), each with a deadline ${DEADLINE_MS / 1000} s after its scheduled send, ${ALONE_SECONDS} s alone per repeat; backfills of ${ROWS} paragraphs by \`sluice backfill submit\`, submitted 2 s into the online load; latency = read_committed arrival − broker append time (LogAppendTime on the requests topic).`,
+    `**Window**: the ${WINDOW_MS / 1000} s starting ${WINDOW_DELAY_MS / 1000} s after the submit returned (online requests appended in it); **first seconds**: from the submit's start to the window; **whole**: while the backfill's results arrived. Run queue: \`procs_running\` of /proc/stat every 250 ms in the window (threads runnable on the whole machine); broker: its process's CPU per second in the window (${brokerSampled ? "found by its listening port" : "not on this machine: not sampled"}); revoked: \`partitions revoked\` log lines of the serve processes during the run (a session timeout or a fenced broker shows as one).`,
+    `Variants, side by side in this run: ${VARIANTS.map((v, i) => `**${v}** = ${VARIANT_SETTINGS[v]?.label} (${i === 0 ? INSTANCES.map((n) => `${repeatsFor(n)} repeats with ${n}`).join(", ") : `${REPEATS_OTHER} repeats`})`).join("; ")}.`,
+    "Goal per run: window p99 ≤ 1.5 × online p99 alone + 25 ms, no more expired online requests than alone, no partition revoked, backfill beside ≥ 0.5 × alone, nothing lost or doubled.",
     "",
-    "| variant | instances | online req/s | runs: p99 beside ÷ alone | median | worst | worst run: p99 alone → beside | p99 goal met (runs) | backfill beside ÷ alone: median, worst | lost / doubled |",
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    "| variant | instances | online req/s | runs | window p99 ÷ alone: worst, median | worst run: p99 alone → window (first seconds) | goal met (runs) | expired in windows (alone) | revoked | backfill beside ÷ alone: worst, median | run queue max | broker cores min | lost / doubled |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
   ];
   const keys = [...new Set(rows.map((r) => `${r.variant}|${r.instances}|${r.rate}`))];
   for (const key of keys) {
     const group = rows.filter((r) => `${r.variant}|${r.instances}|${r.rate}` === key);
     const first = group[0] as RunRow;
-    const ratios = group.map((r) => r.besideP99 / r.aloneP99);
-    const worst = group.reduce((a, b) =>
-      b.besideP99 - 1.5 * b.aloneP99 > a.besideP99 - 1.5 * a.aloneP99 ? b : a,
-    );
+    const ratios = group.map((r) => r.windowP99 / r.aloneP99);
+    const worst = group.reduce((a, b) => (overGoal(b) > overGoal(a) ? b : a));
     const bfRatios = group.map((r) => r.backfillBeside / r.backfillAlone);
+    const sum = (k: keyof RunRow) => group.reduce((s, r) => s + (r[k] as number), 0);
     lines.push(
-      `| ${first.variant} | ${first.instances} | ${first.rate} | ${ratios.map((x) => `×${x.toFixed(2)}`).join(", ")} | ×${median(ratios).toFixed(2)} | ×${Math.max(...ratios).toFixed(2)} | ${worst.aloneP99.toFixed(0)} → ${worst.besideP99.toFixed(0)} ms | ${group.filter(goal).length}/${group.length} | ${median(bfRatios).toFixed(2)}, ${Math.min(...bfRatios).toFixed(2)} | ${group.reduce((s, r) => s + r.lost, 0)} / ${group.reduce((s, r) => s + r.doubled, 0)} |`,
+      `| ${first.variant} | ${first.instances} | ${first.rate} | ${group.length} | ×${f2(Math.max(...ratios))}, ×${f2(median(ratios))} | ${f0(worst.aloneP99)} → ${f0(worst.windowP99)} (${f0(worst.firstP99)}) ms | ${group.filter(goalMet).length}/${group.length} | ${sum("windowExpired")} (${sum("aloneExpired")}) | ${sum("revoked")} | ${f2(Math.min(...bfRatios))}, ${f2(median(bfRatios))} | ${Math.max(...group.map((r) => r.runQueueMax))} | ${f2(Math.min(...group.map((r) => r.brokerCoresMin)))} | ${sum("lost")} / ${sum("doubled")} |`,
     );
   }
   lines.push(
     "",
-    "Every run (ms; backfill rows/s; the breakdown is each part's own p99 from the results' `timing`, so the parts do not add up to the total):",
+    "Every run, worst first (ms; backfill rows/s; the breakdown is each part's own p99 from the results' `timing` in the window, so the parts do not add up to the total):",
     "",
-    "| variant | n | rate | # | alone p50 / p99 | beside p50 / p99 | beside p99: intake / queue / inference / commit | backfill alone → beside |",
-    "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    "| variant | n | rate | # | alone p50 / p99 (expired) | window p50 / p99 (n, expired) | first seconds p99 (n) | whole p99 (expired) | window p99: intake / queue / inference / commit | backfill alone → beside | run queue max / mean | broker cores min / mean | revoked | goal |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
   );
-  for (const r of rows)
+  for (const r of [...rows].sort((a, b) => overGoal(b) - overGoal(a)))
     lines.push(
-      `| ${r.variant} | ${r.instances} | ${r.rate} | ${r.repeat} | ${r.aloneP50.toFixed(0)} / ${r.aloneP99.toFixed(0)} | ${r.besideP50.toFixed(0)} / ${r.besideP99.toFixed(0)} | ${r.besideParts} | ${r.backfillAlone.toFixed(1)} → ${r.backfillBeside.toFixed(1)} |`,
+      `| ${r.variant} | ${r.instances} | ${r.rate} | ${r.repeat} | ${f0(r.aloneP50)} / ${f0(r.aloneP99)} (${r.aloneExpired}) | ${f0(r.windowP50)} / ${f0(r.windowP99)} (${r.windowN}, ${r.windowExpired}) | ${f0(r.firstP99)} (${r.firstN}) | ${f0(r.besideP99)} (${r.besideExpired}) | ${r.windowParts} | ${r.backfillAlone.toFixed(1)} → ${r.backfillBeside.toFixed(1)} | ${r.runQueueMax} / ${f2(r.runQueueMean)} | ${f2(r.brokerCoresMin)} / ${f2(r.brokerCoresMean)} | ${r.revoked} | ${goalMet(r) ? "yes" : "no"} |`,
     );
   lines.push(
     "",
