@@ -28,7 +28,9 @@
  *        unreported warm-up round before the first mode's rounds); BENCH_CEILING_MAX_REST_CORES (0.5)
  *        and BENCH_CEILING_ATTEMPTS (3): a run during which the rest of the machine was busier than that
  *        many cores is run again, at most that many times, and the least crowded attempt is kept;
- *        BENCH_CEILING_OUTPUT (BENCHMARKS.md; "-" prints)
+ *        BENCH_CEILING_OUTPUT (BENCHMARKS.md; "-" prints); BENCH_CEILING_NODE_ARGS (node flags for
+ *        serve, e.g. "--cpu-prof --cpu-prof-dir=DIR": bin/sluice.js runs serve in its own process,
+ *        so the profile is serve's; bench/cpu-profile-summary.ts reads it)
  *   smoke: BENCH_CEILING_RECORDS=2000 BENCH_CEILING_ROUNDS=1 BENCH_CEILING_OUTPUT=- npm run bench:ceiling
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
@@ -88,6 +90,8 @@ for (const m of MODES)
 
 const ROOT = dirname(benchmarksFile());
 const SLUICE = join(ROOT, "bin", "sluice.js");
+/** BENCH_CEILING_NODE_ARGS: node flags for serve, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof". */
+const NODE_ARGS = (process.env.BENCH_CEILING_NODE_ARGS ?? "").split(" ").filter(Boolean);
 const NOOP_HOOK = pathToFileURL(join(ROOT, "dist", "bench", "noop-serve.js")).href;
 const PEER_POM = join(ROOT, "bench", "kafka-streams", "pom.xml");
 const PEER_TARGET = join(ROOT, "bench", "kafka-streams", "target");
@@ -395,7 +399,13 @@ async function runOnce(bench: Bench, mode: Mode, side: Side, round: number, atte
     const hook = mode === "noop" ? ["--import", NOOP_HOOK] : [];
     // npm_command would make bin/sluice.js watch its parent; this bench is its parent either way.
     const { npm_command: _npm, ...env } = process.env;
-    child = start(process.execPath, [...hook, SLUICE, "--config", config, "serve"], logPath, undefined, env);
+    child = start(
+      process.execPath,
+      [...NODE_ARGS, ...hook, SLUICE, "--config", config, "serve"],
+      logPath,
+      undefined,
+      env,
+    );
   } else {
     child = start(
       "java",

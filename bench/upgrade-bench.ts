@@ -230,6 +230,17 @@ async function main(): Promise<void> {
           await reader.waitFor(prefix, sent, 60_000);
           const w = await recorded(++seq);
           const lat = window(reader, prefix, w.from, w.to);
+          // Where the slowest requests of the window spent their time (the parts of the result's timing).
+          const slowest = reader
+            .entries(prefix)
+            .filter((a) => a.appendedMs >= w.from && a.appendedMs < w.to)
+            .sort((a, b) => b.arrivedMs - b.appendedMs - (a.arrivedMs - a.appendedMs))
+            .slice(0, 3)
+            .map(
+              (a) =>
+                `${a.arrivedMs - a.appendedMs} ms appended ${a.appendedMs - (w.from + 1000)} ms after the decision (intake ${a.intakeMs}, queue ${a.queueMs}, inference ${a.inferenceMs}, commit ${a.commitMs})`,
+            );
+          log(`${args[1]} window: slowest ${slowest.join("; ")}`);
           const command = window(reader, prefix, from, to);
           const after = window(reader, prefix, afterFrom, Date.now());
           return {
