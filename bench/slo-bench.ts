@@ -20,8 +20,9 @@
  *     moment a user notices: the start of a backfill); its online p99 and expired requests, and
  *     those of the first seconds (the submit to the window), and of the whole backfill; the
  *     backfill's rate; the machine's run queue (`procs_running`, sampled every 250 ms) and the
- *     broker's CPU per second in the window; partitions revoked in the serve logs during the run
- *     (a session timeout or a fenced broker shows as a rebalance).
+ *     broker's CPU per second in the window; the serve processes' event-loop delay in the window
+ *     (max and p99 from their /metrics); partitions revoked in the serve logs during the run (a
+ *     session timeout or a fenced broker shows as a rebalance).
  * Every online id and every backfill id must arrive exactly once (counted at the reader). The
  * report lists the worst run first.
  *
@@ -134,6 +135,9 @@ interface RunRow {
   brokerCoresMean: number;
   /** `partitions revoked` log lines of the serve processes during the run. */
   revoked: number;
+  /** The serve processes' event-loop delay in the window (the worst instance): max and p99, ms. */
+  loopMaxMs: number;
+  loopP99Ms: number;
   lost: number;
   doubled: number;
   /** p99 of each part of the window's latency (intake, queue, inference, commit), ms. */
@@ -151,6 +155,24 @@ const goalMet = (r: RunRow) =>
 
 /** How far a run's window p99 is past its goal (ms; negative: under it): the report's order. */
 const overGoal = (r: RunRow) => r.windowP99 - (1.5 * r.aloneP99 + 25);
+
+/**
+ * The event-loop delay of each serve process since its previous scrape (prom-client's
+ * monitorEventLoopDelay histogram, reset at every scrape of /metrics): max and p99 in ms.
+ */
+async function eventLoopDelay(ports: readonly number[]): Promise<{ maxMs: number; p99Ms: number }[]> {
+  return Promise.all(
+    ports.map(async (port) => {
+      const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text().catch(() => "");
+      const gauge = (name: string) =>
+        1000 * Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, "m").exec(text)?.[1] ?? Number.NaN);
+      return {
+        maxMs: gauge("nodejs_eventloop_lag_max_seconds"),
+        p99Ms: gauge("nodejs_eventloop_lag_p99_seconds"),
+      };
+    }),
+  );
+}
 
 /** `partitions revoked` lines in the serve logs now. */
 function revocations(logs: readonly string[]): number {
@@ -256,13 +278,19 @@ async function main(): Promise<void> {
               await submit(configPath, file, run);
               const windowFrom = Date.now() + WINDOW_DELAY_MS;
               const windowTo = windowFrom + WINDOW_MS;
+              // Scraping resets each instance's event-loop histogram: at the window's start, and its end.
+              const loopReset = setTimeout(() => void eventLoopDelay(serving.ports), windowFrom - Date.now());
+              let loopInWindow: Promise<{ maxMs: number; p99Ms: number }[]> = Promise.resolve([]);
               const windowTimer = setTimeout(() => {
                 windowOver = true;
+                loopInWindow = eventLoopDelay(serving.ports);
               }, windowTo - Date.now());
               await reader.waitFor(`${run}-`, ROWS, 900_000);
               backfillDone = true;
               const sent = await online;
               clearTimeout(windowTimer);
+              clearTimeout(loopReset);
+              const loop = await loopInWindow;
               sampler.stop();
               await reader.waitFor(prefix, sent, 60_000);
               const revoked = revocations(serving.logs) - revokedBefore;
@@ -326,6 +354,8 @@ async function main(): Promise<void> {
                 brokerCoresMin: brokerCores.length > 0 ? Math.min(...brokerCores) : Number.NaN,
                 brokerCoresMean: mean(brokerCores),
                 revoked,
+                loopMaxMs: Math.max(...loop.map((l) => l.maxMs)),
+                loopP99Ms: Math.max(...loop.map((l) => l.p99Ms)),
                 lost,
                 doubled,
                 windowParts: `${part("intakeMs")} / ${part("queueMs")} / ${part("inferenceMs")} / ${part("commitMs")}`,
@@ -374,12 +404,12 @@ function report(
     "",
     `Run ${startedAt.toISOString()} on ${machineDescription()}; broker: ${brokerNote}.`,
     `\`sluice serve\` as separate processes (\`node bin/sluice.js serve\`, children of the benchmark's one process, default model, \`model.workers: auto\`), ${PARTITIONS} partitions per lane; online open-loop paragraphs (words per text p50 ${percentile(words, 50)}, p90 ${percentile(words, 90)}, p99 ${percentile(words, 99)}), each with a deadline ${DEADLINE_MS / 1000} s after its scheduled send, ${ALONE_SECONDS} s alone per repeat; backfills of ${ROWS} paragraphs by \`sluice backfill submit\`, submitted 2 s into the online load; latency = read_committed arrival − broker append time (LogAppendTime on the requests topic).`,
-    `**Window**: the ${WINDOW_MS / 1000} s starting ${WINDOW_DELAY_MS / 1000} s after the submit returned (online requests appended in it); **first seconds**: from the submit's start to the window; **whole**: while the backfill's results arrived. Run queue: \`procs_running\` of /proc/stat every 250 ms in the window (threads runnable on the whole machine); broker: its process's CPU per second in the window (${brokerSampled ? "found by its listening port" : "not on this machine: not sampled"}); revoked: \`partitions revoked\` log lines of the serve processes during the run (a session timeout or a fenced broker shows as one).`,
+    `**Window**: the ${WINDOW_MS / 1000} s starting ${WINDOW_DELAY_MS / 1000} s after the submit returned (online requests appended in it); **first seconds**: from the submit's start to the window; **whole**: while the backfill's results arrived. Run queue: \`procs_running\` of /proc/stat every 250 ms in the window (threads runnable on the whole machine); broker: its process's CPU per second in the window (${brokerSampled ? "found by its listening port" : "not on this machine: not sampled"}); event-loop delay: each serve process's over the window (its /metrics, \`nodejs_eventloop_lag_max_seconds\` and \`_p99_\`, scraped at the window's start and end), the worst instance; revoked: \`partitions revoked\` log lines of the serve processes during the run (a session timeout or a fenced broker shows as one).`,
     `Variants, side by side in this run: ${VARIANTS.map((v, i) => `**${v}** = ${VARIANT_SETTINGS[v]?.label} (${i === 0 ? INSTANCES.map((n) => `${repeatsFor(n)} repeats with ${n}`).join(", ") : `${REPEATS_OTHER} repeats`})`).join("; ")}.`,
     "Goal per run: window p99 ≤ 1.5 × online p99 alone + 25 ms, no more expired online requests than alone, no partition revoked, backfill beside ≥ 0.5 × alone, nothing lost or doubled.",
     "",
-    "| variant | instances | online req/s | runs | window p99 ÷ alone: worst, median | worst run: p99 alone → window (first seconds) | goal met (runs) | expired in windows (alone) | revoked | backfill beside ÷ alone: worst, median | run queue max | broker cores min | lost / doubled |",
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    "| variant | instances | online req/s | runs | window p99 ÷ alone: worst, median | worst run: p99 alone → window (first seconds) | goal met (runs) | expired in windows (alone) | revoked | backfill beside ÷ alone: worst, median | run queue max | broker cores min | event-loop delay max ms | lost / doubled |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
   ];
   const keys = [...new Set(rows.map((r) => `${r.variant}|${r.instances}|${r.rate}`))];
   for (const key of keys) {
@@ -390,19 +420,19 @@ function report(
     const bfRatios = group.map((r) => r.backfillBeside / r.backfillAlone);
     const sum = (k: keyof RunRow) => group.reduce((s, r) => s + (r[k] as number), 0);
     lines.push(
-      `| ${first.variant} | ${first.instances} | ${first.rate} | ${group.length} | ×${f2(Math.max(...ratios))}, ×${f2(median(ratios))} | ${f0(worst.aloneP99)} → ${f0(worst.windowP99)} (${f0(worst.firstP99)}) ms | ${group.filter(goalMet).length}/${group.length} | ${sum("windowExpired")} (${sum("aloneExpired")}) | ${sum("revoked")} | ${f2(Math.min(...bfRatios))}, ${f2(median(bfRatios))} | ${Math.max(...group.map((r) => r.runQueueMax))} | ${f2(Math.min(...group.map((r) => r.brokerCoresMin)))} | ${sum("lost")} / ${sum("doubled")} |`,
+      `| ${first.variant} | ${first.instances} | ${first.rate} | ${group.length} | ×${f2(Math.max(...ratios))}, ×${f2(median(ratios))} | ${f0(worst.aloneP99)} → ${f0(worst.windowP99)} (${f0(worst.firstP99)}) ms | ${group.filter(goalMet).length}/${group.length} | ${sum("windowExpired")} (${sum("aloneExpired")}) | ${sum("revoked")} | ${f2(Math.min(...bfRatios))}, ${f2(median(bfRatios))} | ${Math.max(...group.map((r) => r.runQueueMax))} | ${f2(Math.min(...group.map((r) => r.brokerCoresMin)))} | ${f0(Math.max(...group.map((r) => r.loopMaxMs)))} | ${sum("lost")} / ${sum("doubled")} |`,
     );
   }
   lines.push(
     "",
     "Every run, worst first (ms; backfill rows/s; the breakdown is each part's own p99 from the results' `timing` in the window, so the parts do not add up to the total):",
     "",
-    "| variant | n | rate | # | alone p50 / p99 (expired) | window p50 / p99 (n, expired) | first seconds p99 (n) | whole p99 (expired) | window p99: intake / queue / inference / commit | backfill alone → beside | run queue max / mean | broker cores min / mean | revoked | goal |",
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    "| variant | n | rate | # | alone p50 / p99 (expired) | window p50 / p99 (n, expired) | first seconds p99 (n) | whole p99 (expired) | window p99: intake / queue / inference / commit | backfill alone → beside | run queue max / mean | broker cores min / mean | event-loop delay max / p99 | revoked | goal |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
   );
   for (const r of [...rows].sort((a, b) => overGoal(b) - overGoal(a)))
     lines.push(
-      `| ${r.variant} | ${r.instances} | ${r.rate} | ${r.repeat} | ${f0(r.aloneP50)} / ${f0(r.aloneP99)} (${r.aloneExpired}) | ${f0(r.windowP50)} / ${f0(r.windowP99)} (${r.windowN}, ${r.windowExpired}) | ${f0(r.firstP99)} (${r.firstN}) | ${f0(r.besideP99)} (${r.besideExpired}) | ${r.windowParts} | ${r.backfillAlone.toFixed(1)} → ${r.backfillBeside.toFixed(1)} | ${r.runQueueMax} / ${f2(r.runQueueMean)} | ${f2(r.brokerCoresMin)} / ${f2(r.brokerCoresMean)} | ${r.revoked} | ${goalMet(r) ? "yes" : "no"} |`,
+      `| ${r.variant} | ${r.instances} | ${r.rate} | ${r.repeat} | ${f0(r.aloneP50)} / ${f0(r.aloneP99)} (${r.aloneExpired}) | ${f0(r.windowP50)} / ${f0(r.windowP99)} (${r.windowN}, ${r.windowExpired}) | ${f0(r.firstP99)} (${r.firstN}) | ${f0(r.besideP99)} (${r.besideExpired}) | ${r.windowParts} | ${r.backfillAlone.toFixed(1)} → ${r.backfillBeside.toFixed(1)} | ${r.runQueueMax} / ${f2(r.runQueueMean)} | ${f2(r.brokerCoresMin)} / ${f2(r.brokerCoresMean)} | ${f0(r.loopMaxMs)} / ${f0(r.loopP99Ms)} | ${r.revoked} | ${goalMet(r) ? "yes" : "no"} |`,
     );
   lines.push(
     "",
