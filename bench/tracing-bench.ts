@@ -331,9 +331,9 @@ on with every trace sampled, and on at 10 %, side by side in one run, for the ti
 (inference costs next to nothing: the pipeline's ceiling, where tracing's share is largest) and the
 default model.
 
-Run ${startedAt.toISOString()}: ${machineDescription()}. **The machine is shared with other
-engineers' builds, brokers and benchmarks and was loaded during the run**, so the figures move by
-several percent between runs; compare rows of one run, not runs. Broker: ${brokerNote}. Each row is
+Run ${startedAt.toISOString()}: ${machineDescription()} (the load average as the run ended). The
+figures move by several percent between runs on this 2-core machine; compare rows of one run, not
+runs. Broker: ${brokerNote}. Each row is
 a fresh \`sluice serve\` process (\`node bin/sluice.js serve\`, defaults but
 \`delivery.defaultTimeoutMs: 3600000\`, log level warn, no live page) on fresh topics
 (${PARTITIONS} partitions) and group, in the order listed${ROUNDS > 1 ? `, ${ROUNDS} rounds interleaved` : ""}.
