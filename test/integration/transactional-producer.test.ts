@@ -44,7 +44,10 @@ describe("TransactionalProducer on the test broker", () => {
     } finally {
       await producer.close();
     }
-    expect(await committedKeys(topic)).toEqual(Array.from({ length: 500 }, (_, i) => `k-${i}`));
+    // The commit markers land after EndTxn returns: wait for them, then every key, in order.
+    await expect
+      .poll(() => committedKeys(topic), { timeout: 15_000, interval: 250 })
+      .toEqual(Array.from({ length: 500 }, (_, i) => `k-${i}`));
   });
 
   it("learns a topic's smaller max.message.bytes from the broker and names a record too large alone", async () => {
@@ -81,9 +84,9 @@ describe("TransactionalProducer on the test broker", () => {
     } finally {
       await producer.close();
     }
-    const keys = await committedKeys(topic);
-    expect(keys.slice(0, 40)).toEqual(Array.from({ length: 40 }, (_, i) => `k-${i}`));
-    expect(keys.slice(40)).toEqual(["k-200"]);
+    await expect
+      .poll(() => committedKeys(topic), { timeout: 15_000, interval: 250 })
+      .toEqual([...Array.from({ length: 40 }, (_, i) => `k-${i}`), "k-200"]);
   });
 
   it("fences the earlier holder of its transactional id", async () => {
@@ -102,6 +105,6 @@ describe("TransactionalProducer on the test broker", () => {
       await first.close();
       await second.close();
     }
-    expect(await committedKeys(topic)).toEqual(["k-2"]);
+    await expect.poll(() => committedKeys(topic), { timeout: 15_000, interval: 250 }).toEqual(["k-2"]);
   });
 });

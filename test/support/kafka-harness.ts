@@ -163,10 +163,34 @@ export async function produceMessages(
  * Every committed record of `topic` as a read_committed reader sees it (readKafkaRanges never returns
  * uncommitted or aborted data), partition by partition, up to the end offsets at the call.
  */
-export async function committedRecords(topic: string, kafka: Kafka = testKafka()): Promise<KafkaMessage[]> {
+/**
+ * The topic's read_committed end offsets (kafkajs's admin asks for the last stable offset) once they
+ * have stopped moving: a transaction's EndTxn returns before the coordinator has written its commit
+ * markers, so right after a writer committed, the last stable offset can still stand before that
+ * transaction's records. Waits until three reads 200 ms apart agree, at most 15 s.
+ */
+async function settledEndOffsets(topic: string, kafka: Kafka) {
   const admin = kafka.admin();
   await admin.connect();
-  const offsets = await admin.fetchTopicOffsets(topic).finally(() => admin.disconnect());
+  try {
+    let last = await admin.fetchTopicOffsets(topic);
+    let agreeing = 1;
+    const until = Date.now() + 15_000;
+    while (agreeing < 3 && Date.now() < until) {
+      await new Promise((r) => setTimeout(r, 200));
+      const next = await admin.fetchTopicOffsets(topic);
+      const same = next.every((o) => last.find((p) => p.partition === o.partition)?.high === o.high);
+      agreeing = same ? agreeing + 1 : 1;
+      last = next;
+    }
+    return last;
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+export async function committedRecords(topic: string, kafka: Kafka = testKafka()): Promise<KafkaMessage[]> {
+  const offsets = await settledEndOffsets(topic, kafka);
   const out: KafkaMessage[] = [];
   for await (const { message } of readKafkaRanges({
     kafka,
