@@ -1,4 +1,3 @@
-import { encodeRunCostShare, type RunCostShare, runCostShareKey } from "../contracts/run-cost-share.js";
 import type { SluiceEvents } from "../events/sluice-events.js";
 import { SluiceError } from "../sluice-error.js";
 import type { Clock } from "../time/clock.js";
@@ -7,6 +6,7 @@ import { withoutPayload } from "./completion-builder.js";
 import { type CommittableRange, OffsetTracker } from "./offset-tracker.js";
 import { completionBytes, type OutboundMessage, type RecordCompletion } from "./outbound-message.js";
 import { retrySizeRefusals } from "./size-refusal.js";
+import { transactionRecords } from "./transaction-records.js";
 
 /** Records a committer sends with a later transaction (`PartitionCommitter.attach`). */
 export interface AttachedUnit {
@@ -16,20 +16,6 @@ export interface AttachedUnit {
   atOffset: string;
   onCommitted: () => void;
 }
-
-/**
- * Key of the offset checkpoint record that every partition transaction writes to its changelog
- * partition (value: next input offset, decimal). Why it exists: kafkajs cannot send OffsetFetch with
- * `require_stable` (v7+, KIP-447), and the group coordinator materialises a committed transaction's
- * offsets asynchronously, so right after fencing the previous owner an OffsetFetch may still return
- * the older offset. The changelog is read `read_committed` after the fence, when the commit marker is
- * already in that partition, so this record is always current (src/kafka/read/changelog-reader.ts). 0xFF
- * never occurs in UTF-8, so the key cannot collide with a request id.
- */
-export const OFFSET_CHECKPOINT_KEY: Buffer = Buffer.concat([
-  Buffer.from([0xff]),
-  Buffer.from("sluice.next-offset"),
-]);
 
 /**
  * What one commit of an input partition publishes: the outputs (results, dead letters), the
@@ -354,37 +340,16 @@ export class PartitionCommitter {
    */
   private async runTransaction(nextOffset: string, completions: readonly RecordCompletion[]): Promise<void> {
     const started = this.clock.now();
-    // Changelog entries and the checkpoint are bookkeeping: at-least-once publishes them only after
-    // the outputs are durable (a changelog entry must never stand for an unpublished result).
-    const checkpoint = this.opts.offsetCheckpoint;
-    const outputs: OutboundMessage[] = [];
-    const bookkeeping: OutboundMessage[] = [];
-    for (const c of completions) {
-      outputs.push(...c.outputs);
-      bookkeeping.push(...c.changelog);
-    }
     const riding = this.attached.filter((a) => BigInt(nextOffset) >= BigInt(a.atOffset));
-    for (const a of riding) {
-      outputs.push(...a.outputs);
-      bookkeeping.push(...a.bookkeeping);
-    }
-    if (this.opts.runCostTopic !== undefined) {
-      for (const share of runCostShares(completions, this.topic, this.partition, nextOffset)) {
-        outputs.push({
-          topic: this.opts.runCostTopic,
-          key: runCostShareKey(share),
-          value: encodeRunCostShare(share),
-        });
-      }
-    }
-    if (checkpoint) {
-      bookkeeping.push({
-        topic: checkpoint.topic,
-        partition: checkpoint.partition,
-        key: OFFSET_CHECKPOINT_KEY,
-        value: nextOffset,
-      });
-    }
+    const { outputs, bookkeeping } = transactionRecords({
+      topic: this.topic,
+      partition: this.partition,
+      nextOffset,
+      completions,
+      riding,
+      runCostTopic: this.opts.runCostTopic,
+      offsetCheckpoint: this.opts.offsetCheckpoint,
+    });
     const records = completions.length;
     const tx = (this.opts.tracer ?? NO_TRACING_TRACER).startTransaction(
       this.topic,
@@ -482,36 +447,4 @@ function transactionFailure(error: SluiceError): "aborted" | "fenced" | "failed"
 /** Ends the request spans of records given up without a commit. */
 function abortSpans(completions: readonly RecordCompletion[], code: string): void {
   for (const c of completions) c.span?.abort(code);
-}
-
-/** The runs' shares of one transaction's completions, one per run id, in first-seen order. Pure. */
-export function runCostShares(
-  completions: readonly RecordCompletion[],
-  topic: string,
-  partition: number,
-  nextOffset: string,
-): RunCostShare[] {
-  const byRun = new Map<string, RunCostShare>();
-  for (const c of completions) {
-    const cost = c.runCost;
-    if (cost === undefined) continue;
-    let share = byRun.get(cost.runId);
-    if (share === undefined) {
-      share = {
-        kind: "sluice.run-cost-share",
-        runId: cost.runId,
-        topic,
-        partition,
-        nextOffset,
-        items: 0,
-        tokens: 0,
-        modelCpuMs: 0,
-      };
-      byRun.set(cost.runId, share);
-    }
-    share.items += cost.items;
-    share.tokens += cost.tokens;
-    share.modelCpuMs += cost.cpuMs;
-  }
-  return [...byRun.values()];
 }

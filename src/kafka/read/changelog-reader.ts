@@ -1,6 +1,6 @@
 import type { Kafka } from "kafkajs";
 import { MODEL_BOUNDARY_KEY } from "../../contracts/model-control.js";
-import { OFFSET_CHECKPOINT_KEY } from "../../delivery/partition-committer.js";
+import { OFFSET_CHECKPOINT_KEY } from "../../delivery/transaction-records.js";
 import { SluiceError } from "../../sluice-error.js";
 import { type KafkaAccess, kafkaFailure } from "../client/kafka-failure.js";
 import { readBounded } from "./bounded-reader.js";

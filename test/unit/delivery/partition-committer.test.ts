@@ -5,13 +5,13 @@ import { OUTPUT_TOO_LARGE } from "../../../src/delivery/completion-builder.js";
 import type { OutboundMessage, RecordCompletion } from "../../../src/delivery/outbound-message.js";
 import {
   NOT_COMMITTED,
-  OFFSET_CHECKPOINT_KEY,
   PartitionCommitter,
   type PartitionCommitterOptions,
   type PublishUnit,
   type ResultPublisher,
 } from "../../../src/delivery/partition-committer.js";
 import { SendBound } from "../../../src/delivery/size-refusal.js";
+import { OFFSET_CHECKPOINT_KEY } from "../../../src/delivery/transaction-records.js";
 import { type SluiceEventMap, SluiceEvents } from "../../../src/events/sluice-events.js";
 import { partitionSubject, tooLarge as refusal } from "../../../src/kafka/write/produce-failure.js";
 import { chunks } from "../../../src/kafka/write/record-collector.js";

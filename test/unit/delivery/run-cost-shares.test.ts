@@ -5,8 +5,8 @@ import {
   PartitionCommitter,
   type PublishUnit,
   type ResultPublisher,
-  runCostShares,
 } from "../../../src/delivery/partition-committer.js";
+import { runCostShares } from "../../../src/delivery/transaction-records.js";
 import { SluiceEvents } from "../../../src/events/sluice-events.js";
 import { sumRunCostShares } from "../../../src/runs/run-cost-total.js";
 import { SluiceError } from "../../../src/sluice-error.js";
