@@ -31,8 +31,8 @@ export class LaneDispatcher {
   private readonly runners: Record<Lane, InFlightRunner<LaneBatch<WorkItem>>>;
   /** Online items in formed batches that have not finished. */
   private onlineInBatches = 0;
-  /** Per online batch that has not finished: its oldest record timestamp. */
-  private readonly onlineBatchOldest = new Map<LaneBatch<WorkItem>, number>();
+  /** Online batches that have not finished (their items' ages are the guard's evidence). */
+  private readonly onlineBatches = new Set<LaneBatch<WorkItem>>();
   private batchMsEstimate = 0;
   private itemMsEstimate = 0;
 
@@ -47,7 +47,7 @@ export class LaneDispatcher {
           } finally {
             if (lane === "online") {
               this.onlineInBatches -= batch.items.length;
-              this.onlineBatchOldest.delete(batch);
+              this.onlineBatches.delete(batch);
             }
             this.batcher.done(lane);
           }
@@ -89,8 +89,11 @@ export class LaneDispatcher {
    * finished); undefined when none is. The SLO guard counts its age as evidence.
    */
   oldestOnlineTimestampMs(): number | undefined {
+    // Asked every GUARD.tickMs, so the scan happens here rather than per batch on the hot path.
     let oldest = this.batcher.minOnline((item) => item.timestampMs);
-    for (const ts of this.onlineBatchOldest.values()) if (oldest === undefined || ts < oldest) oldest = ts;
+    for (const batch of this.onlineBatches)
+      for (const item of batch.items)
+        if (oldest === undefined || item.timestampMs < oldest) oldest = item.timestampMs;
     return oldest;
   }
 
@@ -138,7 +141,7 @@ export class LaneDispatcher {
     });
     if (batch.lane === "online") {
       this.onlineInBatches += batch.items.length;
-      this.onlineBatchOldest.set(batch, Math.min(...batch.items.map((item) => item.timestampMs)));
+      this.onlineBatches.add(batch);
     }
     this.runners[batch.lane].push(batch);
   }
