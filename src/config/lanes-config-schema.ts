@@ -22,8 +22,25 @@ export const lanesSchema = z
       .describe(
         "How often a backfill partition commits its transaction, ms (1..60000): backfill results need no 100 ms visibility, and fewer, larger transactions leave the broker to the online lane's commits. The guard spaces them further while it throttles (docs/lanes.md).",
       ),
+    backfillCpuCores: z
+      .union([z.literal("auto"), z.number().min(0.05).max(1024)])
+      .default("auto")
+      .describe(
+        "The backfill lane's CPU budget, cores (0.05..1024): the backfill model calls' measured CPU plus the main thread's work for backfill records stays within it whatever the scheduler does, so the online lane and the node's other processes keep the rest; the SLO guard lowers it further while it throttles. auto = half the cores the process may use (its cgroup quota, its affinity). Instances that share a node share it: give each its part (docs/lanes.md).",
+      ),
   })
   .describe("How the online and backfill lanes share an instance (docs/lanes.md).");
+
+/** The share of the process's cores that `lanes.backfillCpuCores: auto` gives the backfill lane. */
+export const AUTO_BACKFILL_CPU_SHARE = 0.5;
+
+/**
+ * `lanes.backfillCpuCores` in cores: a number as it is, `auto` = AUTO_BACKFILL_CPU_SHARE of `cores`
+ * (the cores the process may use, src/model/cpu-limit.ts). The one home of this rule (docs/lanes.md).
+ */
+export function backfillCpuCores(setting: number | "auto", cores: number): number {
+  return setting === "auto" ? AUTO_BACKFILL_CPU_SHARE * cores : setting;
+}
 
 /**
  * `lanes.onlineLatencyTargetMs: auto` before the guard has measured the online tail without a

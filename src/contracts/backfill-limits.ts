@@ -19,6 +19,11 @@ export interface BackfillLimits {
   /** Backfill slices' time budget, as a share of `model.backfillSliceMs`, in [0, 1]. */
   sliceShare: number;
   /**
+   * Share of the backfill lane's CPU budget (`lanes.backfillCpuCores`) it may use now, in [0, 1].
+   * The budget counts the model's backfill calls and the main thread's work for backfill records.
+   */
+  cpuShare: number;
+  /**
    * Backfill partitions commit every `lanes.backfillCommitIntervalMs` ÷ this, in [0.25, 1]: at most
    * four intervals apart, never held.
    */
@@ -26,3 +31,12 @@ export interface BackfillLimits {
   /** Backfill fetches paused. */
   fetchPaused: boolean;
 }
+
+/**
+ * What the model takes of the limits (ModelPort.limitBackfill): the levers on its backfill calls, and
+ * the CPU its backfill calls may use now, in cores (the lane's budget × `cpuShare`, less what the
+ * main thread spends on backfill records; Infinity = no budget). Made by `BackfillThrottle`.
+ */
+export type ModelBackfillLimits = Pick<BackfillLimits, "workerShare" | "workerDepth" | "sliceShare"> & {
+  cpuCores: number;
+};

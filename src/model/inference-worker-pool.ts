@@ -1,5 +1,5 @@
 import type { ModelSettings } from "../config/model-settings.js";
-import type { BackfillLimits } from "../contracts/backfill-limits.js";
+import type { ModelBackfillLimits } from "../contracts/backfill-limits.js";
 import type { Lane } from "../contracts/lane.js";
 import { SluiceError } from "../sluice-error.js";
 import type { ModelWorkers } from "./model-port.js";
@@ -150,7 +150,7 @@ export class InferenceWorkerPool {
    * The SLO guard's levers on backfill calls (docs/lanes.md, "The levers"), as its table made them;
    * online calls are never limited.
    */
-  limitBackfill(limits: Pick<BackfillLimits, "workerShare" | "workerDepth">): void {
+  limitBackfill(limits: Pick<ModelBackfillLimits, "workerShare" | "workerDepth" | "cpuCores">): void {
     this.dispatcher.limitBackfill(limits);
   }
 
@@ -164,9 +164,15 @@ export class InferenceWorkerPool {
     return this.closing;
   }
 
-  /** A backfill worker runs at the plan's lower priority. */
+  /**
+   * A backfill worker runs at the plan's lower priority, and its ORT pool never spin-waits: a
+   * spinning backfill thread burns CPU between calls, which the CPU budget sees only when the next
+   * call answers.
+   */
   private initFor(role: WorkerSlot["role"]): WorkerInit {
-    return role === "backfill" ? { ...this.init, nice: this.backfillPlan.nice } : this.init;
+    return role === "backfill"
+      ? { ...this.init, nice: this.backfillPlan.nice, allowSpinning: false }
+      : this.init;
   }
 
   private enqueue<R>(lane: Lane, job: (settle: Settle<R>) => PoolJob): Promise<R> {

@@ -1,4 +1,4 @@
-import type { BackfillLimits } from "../contracts/backfill-limits.js";
+import type { ModelBackfillLimits } from "../contracts/backfill-limits.js";
 import type { InferenceOutput, InferenceRequest, ModelIdentity } from "../contracts/inference.js";
 import type { Lane } from "../contracts/lane.js";
 import type { ThreadCpuSource } from "./thread-cpu-clock.js";
@@ -94,10 +94,11 @@ export interface ModelPort {
   ): Promise<{ outcomes: ItemOutcome[]; stats: ModelCallStats }>;
   /**
    * The SLO guard's levers on the model's backfill calls (docs/lanes.md, "The levers"): the workers'
-   * duty cycle and depth, and the slice budget, as the guard's table made them (no clamping here).
+   * duty cycle and depth, the slice budget and the CPU budget of backfill calls, as the guard's table
+   * and the throttle made them (no clamping here).
    * Models without lanes leave it out.
    */
-  limitBackfill?(limits: Pick<BackfillLimits, "workerShare" | "workerDepth" | "sliceShare">): void;
+  limitBackfill?(limits: ModelBackfillLimits): void;
   close(): Promise<void>;
 }
 

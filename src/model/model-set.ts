@@ -102,6 +102,8 @@ export class ModelSet {
       ...(s.workers === undefined ? {} : { workers: s.workers }),
       countTokens: (text) => s.countTokens(text),
       run: (texts, options) => s.run(texts, options),
+      // Every loaded model's pool gets the same limits, the CPU budget too: a backfill runs on one
+      // model at a time (its run names it), so the budget is not split between them.
       limitBackfill: (limits: Parameters<NonNullable<ModelPort["limitBackfill"]>>[0]) => {
         for (const m of all) m.limitBackfill?.(limits);
       },

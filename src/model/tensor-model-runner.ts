@@ -1,6 +1,6 @@
 import { readFile } from "node:fs/promises";
 import type { ModelSettings } from "../config/model-settings.js";
-import type { BackfillLimits } from "../contracts/backfill-limits.js";
+import type { ModelBackfillLimits } from "../contracts/backfill-limits.js";
 import type { ModelIdentity } from "../contracts/inference.js";
 import type { Lane } from "../contracts/lane.js";
 import { SluiceError } from "../sluice-error.js";
@@ -143,7 +143,7 @@ export class TensorModelRunner implements ModelPort {
    * The SLO guard's levers on backfill calls (docs/lanes.md): the duty cycle and depth in the pool;
    * slices stay row-bounded here (`model.backfillSliceRows`), so `sliceShare` does not apply.
    */
-  limitBackfill(limits: Pick<BackfillLimits, "workerShare" | "workerDepth" | "sliceShare">): void {
+  limitBackfill(limits: ModelBackfillLimits): void {
     this.pool.limitBackfill(limits);
   }
 

@@ -1,6 +1,6 @@
 import { readFile } from "node:fs/promises";
 import type { ModelSettings } from "../config/model-settings.js";
-import type { BackfillLimits } from "../contracts/backfill-limits.js";
+import type { ModelBackfillLimits } from "../contracts/backfill-limits.js";
 import type { ModelIdentity } from "../contracts/inference.js";
 import type { Lane } from "../contracts/lane.js";
 import { SluiceError } from "../sluice-error.js";
@@ -156,7 +156,7 @@ export class TextModelRunner implements ModelPort {
   }
 
   /** The SLO guard's levers, as its table made them: the slice budget here, the duty cycle in the pool. */
-  limitBackfill(limits: Pick<BackfillLimits, "workerShare" | "workerDepth" | "sliceShare">): void {
+  limitBackfill(limits: ModelBackfillLimits): void {
     this.sliceShare = limits.sliceShare;
     this.pool.limitBackfill(limits);
   }

@@ -170,3 +170,17 @@ function readSafely(path: string): string | null {
     return null;
   }
 }
+
+/**
+ * CPU the calling thread has used so far, ms: on the main thread, the main thread's own CPU (the
+ * Kafka path, decoding, encoding, producing), without the workers'. The kernel's per-thread counter
+ * on Linux (nanoseconds, `schedstat`), `process.threadCpuUsage()` where Node has it (≥ 23.9), else
+ * the whole process's CPU, an upper bound that also counts the workers.
+ */
+export function mainThreadCpuMs(): number {
+  const schedstat = readSafely("/proc/thread-self/schedstat");
+  if (schedstat !== null) return parseSchedstatMs(schedstat);
+  const threadCpu = (process as { threadCpuUsage?: () => { user: number; system: number } }).threadCpuUsage;
+  const u = typeof threadCpu === "function" ? threadCpu() : process.cpuUsage();
+  return (u.user + u.system) / 1000;
+}

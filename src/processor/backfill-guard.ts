@@ -317,14 +317,14 @@ const maxInFlight: Lever<number> = (_a, maxInFlightBatches) => maxInFlightBatche
  * What an allowance means for each of the backfill lane's levers: docs/lanes.md's levers table, row
  * by row (test/unit/processor/backfill-levers-doc.test.ts reads that table and checks it says this).
  * The one home of every lever's value and bound: the parts that take a lever (the batcher's slots,
- * the pool's duty cycle and depth, the runner's slices, the committers' cadence, the fetches) use it
+ * the pool's duty cycle and depth, the runner's slices, the CPU budget, the committers' cadence, the fetches) use it
  * as it comes, unclamped.
  */
 // biome-ignore format: a table, aligned like the one in docs/lanes.md
 export const LEVERS: readonly LeverRow[] = [
-  { allowance: "1",         holds: (a) => a >= 1, batchSlots: maxInFlight, workerShare: is(1),        workerDepth: is(JOBS_PER_WORKER), sliceShare: is(1),               commitShare: is(1),               fetchPaused: is(false) },
-  { allowance: "0 < a < 1", holds: (a) => a > 0,  batchSlots: is(1),       workerShare: theAllowance, workerDepth: is(1),               sliceShare: allowanceAtLeastMin, commitShare: allowanceAtLeastMin, fetchPaused: is(false) },
-  { allowance: "0",         holds: () => true,    batchSlots: is(0),       workerShare: is(0),        workerDepth: is(0),               sliceShare: is(0),               commitShare: is(MIN_SHARE),       fetchPaused: is(true) },
+  { allowance: "1",         holds: (a) => a >= 1, batchSlots: maxInFlight, workerShare: is(1),        workerDepth: is(JOBS_PER_WORKER), sliceShare: is(1),               cpuShare: is(1),        commitShare: is(1),               fetchPaused: is(false) },
+  { allowance: "0 < a < 1", holds: (a) => a > 0,  batchSlots: is(1),       workerShare: theAllowance, workerDepth: is(1),               sliceShare: allowanceAtLeastMin, cpuShare: theAllowance, commitShare: allowanceAtLeastMin, fetchPaused: is(false) },
+  { allowance: "0",         holds: () => true,    batchSlots: is(0),       workerShare: is(0),        workerDepth: is(0),               sliceShare: is(0),               cpuShare: is(0),        commitShare: is(MIN_SHARE),       fetchPaused: is(true) },
 ];
 
 /** The levers for allowance `a` (0..1, as the guard keeps it): the first row of LEVERS whose band holds it. */
@@ -335,6 +335,7 @@ export function backfillLimits(a: number, maxInFlightBatches: number): BackfillL
     workerShare: row.workerShare(a, maxInFlightBatches),
     workerDepth: row.workerDepth(a, maxInFlightBatches),
     sliceShare: row.sliceShare(a, maxInFlightBatches),
+    cpuShare: row.cpuShare(a, maxInFlightBatches),
     commitShare: row.commitShare(a, maxInFlightBatches),
     fetchPaused: row.fetchPaused(a, maxInFlightBatches),
   };

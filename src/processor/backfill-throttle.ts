@@ -1,6 +1,8 @@
-import { onlineLatencyTargetMs } from "../config/lanes-config-schema.js";
-import type { BackfillLimits } from "../contracts/backfill-limits.js";
+import { backfillCpuCores, onlineLatencyTargetMs } from "../config/lanes-config-schema.js";
+import type { BackfillLimits, ModelBackfillLimits } from "../contracts/backfill-limits.js";
 import type { SluiceEvents } from "../events/sluice-events.js";
+import { cpuLimit } from "../model/cpu-limit.js";
+import { mainThreadCpuMs } from "../model/thread-cpu-clock.js";
 import type { Clock } from "../time/clock.js";
 import { BackfillGuard, backfillLimits, GUARD, type GuardTarget } from "./backfill-guard.js";
 import type { ProcessorLog, ProcessorSettings } from "./stream-processor-options.js";
@@ -13,8 +15,11 @@ import type { ProcessorLog, ProcessorSettings } from "./stream-processor-options
 export interface BackfillLeverTargets {
   /** `batchSlots`: backfill batches in flight (the batcher's backfill slots). */
   setBatchSlots(slots: number): void;
-  /** `workerShare`, `workerDepth`, `sliceShare`: the model's backfill calls (ModelPort.limitBackfill). */
-  limitModel(limits: Pick<BackfillLimits, "workerShare" | "workerDepth" | "sliceShare">): void;
+  /**
+   * `workerShare`, `workerDepth`, `sliceShare`, and `cpuShare` as cores: the model's backfill calls
+   * (ModelPort.limitBackfill).
+   */
+  limitModel(limits: ModelBackfillLimits): void;
   /** `fetchPaused`: the backfill partitions' fetches. */
   holdFetches(paused: boolean): void;
 }
@@ -30,8 +35,17 @@ export interface BackfillThrottleContext {
   isOnlineTopic(topic: string): boolean;
   /** Record timestamp of the oldest online request in flight now (queued or in the model), if any. */
   oldestOnlineInFlightMs(): number | undefined;
+  /** The backfill lane's CPU budget at allowance 1, cores (`lanes.backfillCpuCores`, resolved). */
+  cpuCores: number;
+  /** CPU the main thread has used so far, ms (thread-cpu-clock.ts `mainThreadCpuMs`; a seam for tests). */
+  mainThreadCpuMs(): number;
   levers: BackfillLeverTargets;
 }
+
+/** How much of its last reading the main thread's backfill CPU keeps per tick (a moving average). */
+const MAIN_CPU_SMOOTHING = 0.5;
+/** The model's CPU budget is applied again when it moves by more than this share. */
+const CPU_REAPPLY_SHARE = 0.05;
 
 /**
  * Runs the backfill lane's SLO guard in a processor (docs/lanes.md, "The SLO guard"): feeds it the
@@ -47,6 +61,12 @@ export class BackfillThrottle {
   private limitsAllowance: number;
   private timer: unknown;
   private running = false;
+  /** Main-thread CPU at the last tick and when that was, and the records finished since, by lane. */
+  private mainCpu = { atMs: 0, cpuMs: 0, records: 0, backfillRecords: 0 };
+  /** The main thread's CPU for backfill records, cores (moving average over ticks). */
+  private mainBackfillCores = 0;
+  /** The cores last handed to the model (`ModelBackfillLimits.cpuCores`). */
+  private modelCores = Number.NaN;
   private readonly unsubscribe: (() => void)[] = [];
 
   /**
@@ -67,14 +87,20 @@ export class BackfillThrottle {
    */
   static forSettings(
     settings: ProcessorSettings,
-    ctx: Omit<BackfillThrottleContext, "target" | "maxInFlightBatches" | "isOnlineTopic">,
+    ctx: Omit<
+      BackfillThrottleContext,
+      "target" | "maxInFlightBatches" | "isOnlineTopic" | "cpuCores" | "mainThreadCpuMs"
+    > &
+      Partial<Pick<BackfillThrottleContext, "mainThreadCpuMs">>,
   ): BackfillThrottle | undefined {
     if (settings.backfillTopics.length === 0 || !settings.backfillGuard) return undefined;
     return new BackfillThrottle({
       ...ctx,
       target: onlineLatencyTargetMs(settings.onlineLatencyTargetMs, settings),
+      cpuCores: backfillCpuCores(settings.backfillCpuCores, cpuLimit().cores),
       maxInFlightBatches: settings.maxInFlightBatches,
       isOnlineTopic: (topic) => !settings.backfillTopics.includes(topic),
+      mainThreadCpuMs: ctx.mainThreadCpuMs ?? mainThreadCpuMs,
     });
   }
 
@@ -86,11 +112,14 @@ export class BackfillThrottle {
     if (this.running) return;
     this.running = true;
     const { events, clock } = this.ctx;
+    this.mainCpu = { atMs: clock.now(), cpuMs: this.ctx.mainThreadCpuMs(), records: 0, backfillRecords: 0 };
     this.apply(this.limits);
     this.unsubscribe.push(
       events.on("record.outcome", (e) => {
-        if (e.outcome === "result" && this.ctx.isOnlineTopic(e.topic))
-          this.guard.observeOnline(clock.now(), e.endToEndMs);
+        const online = this.ctx.isOnlineTopic(e.topic);
+        this.mainCpu.records++;
+        if (!online) this.mainCpu.backfillRecords++;
+        if (e.outcome === "result" && online) this.guard.observeOnline(clock.now(), e.endToEndMs);
       }),
       events.on("microbatch.inferred", (e) =>
         this.guard.observeModel(clock.now(), e.lane ?? "online", e.inferenceMs),
@@ -109,7 +138,8 @@ export class BackfillThrottle {
     if (this.timer !== undefined) this.ctx.clock.clearTimeout(this.timer);
     this.timer = undefined;
     for (const off of this.unsubscribe.splice(0)) off();
-    this.apply(backfillLimits(1, this.ctx.maxInFlightBatches));
+    this.mainBackfillCores = 0;
+    this.apply(backfillLimits(1, this.ctx.maxInFlightBatches), Number.POSITIVE_INFINITY);
   }
 
   private schedule(): void {
@@ -137,7 +167,14 @@ export class BackfillThrottle {
   private tick(): void {
     this.guard.observeInFlight(this.ctx.oldestOnlineInFlightMs());
     const state = this.guard.tick(this.ctx.clock.now());
+    this.measureMainThread();
     this.follow(state.allowance);
+    const cores = this.modelCpuCores(this.limits);
+    if (
+      Math.abs(cores - this.modelCores) > CPU_REAPPLY_SHARE * this.modelCores ||
+      (cores === 0) !== (this.modelCores === 0)
+    )
+      this.limitModel(this.limits, cores);
     const { transition, estimateMs, ...rest } = state;
     this.ctx.events.emit("guard.adjusted", {
       ...rest,
@@ -164,16 +201,45 @@ export class BackfillThrottle {
       );
   }
 
+  /**
+   * The main thread's CPU since the last tick, the backfill records' share of it by the records
+   * finished (a result, a dead letter or a duplicate: each passed decode, and most the encode and the
+   * produce), into the moving average `mainBackfillCores`.
+   */
+  private measureMainThread(): void {
+    const now = this.ctx.clock.now();
+    const cpuMs = this.ctx.mainThreadCpuMs();
+    const last = this.mainCpu;
+    const wallMs = now - last.atMs;
+    if (wallMs <= 0) return;
+    const share = last.records === 0 ? 0 : last.backfillRecords / last.records;
+    const cores = (Math.max(0, cpuMs - last.cpuMs) * share) / wallMs;
+    this.mainBackfillCores = MAIN_CPU_SMOOTHING * this.mainBackfillCores + (1 - MAIN_CPU_SMOOTHING) * cores;
+    this.mainCpu = { atMs: now, cpuMs, records: 0, backfillRecords: 0 };
+  }
+
+  /** What the model's backfill calls may use: the lane's budget × `cpuShare`, less the main thread's part. */
+  private modelCpuCores(limits: BackfillLimits): number {
+    return Math.max(0, limits.cpuShare * this.ctx.cpuCores - this.mainBackfillCores);
+  }
+
   /** The one place the levers are applied: each part gets its own, as the table made it. */
-  private apply(limits: BackfillLimits): void {
+  private apply(limits: BackfillLimits, cpuCores = this.modelCpuCores(limits)): void {
     this.limits = limits;
     const { levers } = this.ctx;
     levers.setBatchSlots(limits.batchSlots);
-    levers.limitModel({
+    this.limitModel(limits, cpuCores);
+    levers.holdFetches(limits.fetchPaused);
+  }
+
+  private limitModel(limits: BackfillLimits, cpuCores: number): void {
+    this.modelCores = cpuCores;
+    const model: ModelBackfillLimits = {
       workerShare: limits.workerShare,
       workerDepth: limits.workerDepth,
       sliceShare: limits.sliceShare,
-    });
-    levers.holdFetches(limits.fetchPaused);
+      cpuCores,
+    };
+    this.ctx.levers.limitModel(model);
   }
 }

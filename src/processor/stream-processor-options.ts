@@ -69,6 +69,8 @@ export interface ProcessorSettings {
   onlineLatencyTargetMs: number | "auto";
   /** Commit interval of backfill partitions, ms (`commitIntervalMs` is the online lane's). */
   backfillCommitIntervalMs: number;
+  /** The backfill lane's CPU budget, cores, or auto (`backfillCpuCores` in lanes-config-schema.ts). */
+  backfillCpuCores: number | "auto";
 }
 
 /** Where each setting lives in the configuration (the one home of its default and rules). */
@@ -109,6 +111,7 @@ const SETTING_KEYS = {
   backfillGuard: ["lanes", "guard"],
   onlineLatencyTargetMs: ["lanes", "onlineLatencyTargetMs"],
   backfillCommitIntervalMs: ["lanes", "backfillCommitIntervalMs"],
+  backfillCpuCores: ["lanes", "backfillCpuCores"],
 } as const satisfies Record<keyof ProcessorSettings, readonly [string, string]>;
 
 type SettingName = keyof typeof SETTING_KEYS;

@@ -73,6 +73,33 @@ export function buildLogisticRegressionBytes(): Uint8Array {
   );
 }
 
+/** Width of the busy model's input and of each of its layers. */
+export const BUSY_WIDTH = 256;
+
+/**
+ * A model that only burns CPU, for tests of CPU budgets and of the online tail beside a backfill:
+ * "x" FP32 [batch, width] through `layers` × (MatMul with a width² weight, Tanh) to "y" FP32
+ * [batch, width]; `layers` × width² multiply-adds per row.
+ */
+export function buildBusyMatMulBytes(layers: number, width = BUSY_WIDTH): Uint8Array {
+  const nodes: object[] = [];
+  let input = "x";
+  for (let i = 0; i < layers; i++) {
+    const out = i === layers - 1 ? "y" : `h${i}`;
+    nodes.push({ opType: "MatMul", input: [input, "W"], output: [`m${i}`], name: `mm${i}` });
+    nodes.push({ opType: "Tanh", input: [`m${i}`], output: [out], name: `tanh${i}` });
+    input = out;
+  }
+  const w = Array.from({ length: width * width }, (_, i) => ((i * 7919) % 13) / (10 * width) - 0.05);
+  return encode(
+    "busy_matmul",
+    nodes,
+    [floatTensor("W", [width, width], w)],
+    [valueInfo("x", FLOAT, ["batch", width])],
+    [valueInfo("y", FLOAT, ["batch", width])],
+  );
+}
+
 export interface TreeOptions {
   labels: "string" | "int64";
   /**

@@ -1,6 +1,7 @@
 import type { Worker } from "node:worker_threads";
-import type { BackfillLimits } from "../../contracts/backfill-limits.js";
+import type { ModelBackfillLimits } from "../../contracts/backfill-limits.js";
 import type { WorkerReply } from "../worker-protocol.js";
+import { CpuBudget } from "./cpu-budget.js";
 import type { LaneQueues } from "./lane-queues.js";
 import type { PoolJob } from "./pool-job.js";
 
@@ -39,15 +40,19 @@ export interface DispatcherContext {
 
 /**
  * Hands waiting jobs to workers, within the SLO guard's limits on backfill calls (docs/lanes.md,
- * "The levers"): how many a worker may hold (`workerDepth`) and its duty cycle (`workerShare`: after
- * a backfill call of d ms the worker takes its next backfill call d × (1 − share) ÷ share later).
+ * "The levers"): how many a worker may hold (`workerDepth`), its duty cycle (`workerShare`: after
+ * a backfill call of d ms the worker takes its next backfill call d × (1 − share) ÷ share later),
+ * and the lane's CPU budget (`cpuCores`, "The CPU budget": every backfill call's measured CPU is
+ * charged to one bucket for the whole pool, no backfill call starts while it is in debt, and at most
+ * ⌈cpuCores⌉ workers hold backfill calls at once).
  * Online calls are never limited. The limits arrive as the guard's levers table made them.
  */
 export class Dispatcher {
-  private limits: Pick<BackfillLimits, "workerShare" | "workerDepth"> = {
+  private limits: Pick<ModelBackfillLimits, "workerShare" | "workerDepth"> = {
     workerShare: 1,
     workerDepth: JOBS_PER_WORKER,
   };
+  private readonly budget = new CpuBudget(performance.now());
   private nextJobId = 1;
   /** A dispatch scheduled for when a worker's backfill gap ends. */
   private gapTimer: ReturnType<typeof setTimeout> | undefined;
@@ -55,8 +60,9 @@ export class Dispatcher {
   constructor(private readonly ctx: DispatcherContext) {}
 
   /** The SLO guard's levers on backfill calls, as its table gives them. */
-  limitBackfill(limits: Pick<BackfillLimits, "workerShare" | "workerDepth">): void {
+  limitBackfill(limits: Pick<ModelBackfillLimits, "workerShare" | "workerDepth" | "cpuCores">): void {
     this.limits = { workerShare: limits.workerShare, workerDepth: limits.workerDepth };
+    this.budget.setCores(limits.cpuCores, performance.now());
     this.dispatch();
   }
 
@@ -64,12 +70,18 @@ export class Dispatcher {
    * Idle workers get a job first, then each worker its next one (up to JOBS_PER_WORKER). Online
    * jobs go to online workers only. Backfill jobs go to the backfill workers, or, when the pool has
    * none, to online workers with no online job waiting; either way only within the guard's limits:
-   * depth, and the worker's gap after its last backfill call (its duty cycle).
+   * depth, the worker's gap after its last backfill call (its duty cycle) and the CPU budget.
    */
   dispatch(): void {
     const { slots, queues } = this.ctx;
     const now = performance.now();
     let nextGapEnd = Number.POSITIVE_INFINITY;
+    // Calls started in this pass are charged when they answer: the budget's verdict holds for the pass.
+    const budgetReadyAt = this.budget.readyAt(now);
+    // Workers running backfill calls at once: at most the budget's cores, rounded up, so a budget of
+    // half a core is one thread at half duty, not two threads bursting together.
+    const maxBackfillWorkers = Math.max(1, Math.ceil(this.budget.cores));
+    let backfillWorkers = slots.filter((s) => s.backfillInFlight > 0).length;
     for (let depth = 1; depth <= JOBS_PER_WORKER; depth++) {
       for (const slot of slots) {
         if (slot.inFlight.size >= depth) continue;
@@ -78,10 +90,14 @@ export class Dispatcher {
           job === undefined &&
           (slot.role === "backfill" || this.ctx.backfillShared()) &&
           queues.has("backfill") &&
-          slot.backfillInFlight < this.limits.workerDepth
+          slot.backfillInFlight < this.limits.workerDepth &&
+          (slot.backfillInFlight > 0 || backfillWorkers < maxBackfillWorkers)
         ) {
-          if (now >= slot.backfillReadyAt) job = queues.take("backfill");
-          else nextGapEnd = Math.min(nextGapEnd, slot.backfillReadyAt);
+          const readyAt = Math.max(slot.backfillReadyAt, budgetReadyAt);
+          if (now >= readyAt) {
+            job = queues.take("backfill");
+            if (slot.backfillInFlight === 0) backfillWorkers++;
+          } else if (readyAt !== Number.POSITIVE_INFINITY) nextGapEnd = Math.min(nextGapEnd, readyAt);
         }
         if (job === undefined) continue;
         this.post(slot, job);
@@ -99,10 +115,14 @@ export class Dispatcher {
     }
   }
 
-  /** A worker answered `job`: a backfill call under a share below 1 starts the worker's gap. */
+  /**
+   * A worker answered `job`: a backfill call's CPU is charged to the budget, and under a share below 1
+   * it starts the worker's gap.
+   */
   answered(slot: WorkerSlot, job: PoolJob, reply: WorkerReply): void {
     if (job.lane !== "backfill") return;
     slot.backfillInFlight = Math.max(0, slot.backfillInFlight - 1);
+    if (reply.type !== "failed") this.budget.charge(reply.cpuMs, performance.now());
     const share = this.limits.workerShare;
     if (share >= 1 || reply.type === "failed") return;
     const gapMs = share <= 0 ? 0 : (reply.runMs * (1 - share)) / share;

@@ -59,7 +59,12 @@ describe("lanes in the model runner", () => {
   });
 
   it("the SLO guard's limits: backfill calls wait while paused, online calls do not; a duty cycle spaces them", async () => {
-    model.limitBackfill({ workerShare: 0, workerDepth: 0, sliceShare: 0 });
+    model.limitBackfill({
+      workerShare: 0,
+      workerDepth: 0,
+      sliceShare: 0,
+      cpuCores: Number.POSITIVE_INFINITY,
+    });
     let backfillDone = false;
     const backfill = model
       .run(["good movie a", "good movie b", "good movie c"], { lane: "backfill" })
@@ -72,19 +77,34 @@ describe("lanes in the model runner", () => {
     await new Promise((r) => setTimeout(r, 200));
     expect(backfillDone).toBe(false);
     // Released: the held calls run.
-    model.limitBackfill({ workerShare: 1, workerDepth: 2, sliceShare: 1 });
+    model.limitBackfill({
+      workerShare: 1,
+      workerDepth: 2,
+      sliceShare: 1,
+      cpuCores: Number.POSITIVE_INFINITY,
+    });
     expect((await backfill).outcomes.every((x) => x.ok)).toBe(true);
 
     // Share 0.5: after each backfill call of d ms the worker waits d ms before the next one, so the
     // batch's wall time is about twice the model time its 20 one-row calls (backfillSliceRows 1) used.
     // The bound reads the calls' own thread CPU (one intra-op thread: CPU ≤ each call's wall time), so
     // a machine busy with other work lengthens the calls and their gaps alike and cannot fail it.
-    model.limitBackfill({ workerShare: 0.5, workerDepth: 1, sliceShare: 1 });
+    model.limitBackfill({
+      workerShare: 0.5,
+      workerDepth: 1,
+      sliceShare: 1,
+      cpuCores: Number.POSITIVE_INFINITY,
+    });
     const texts = Array.from({ length: 20 }, (_, i) => `a rather longer backfill text number ${i} to score`);
     const started = performance.now();
     const spaced = await model.run(texts, { lane: "backfill" });
     const wallMs = performance.now() - started;
-    model.limitBackfill({ workerShare: 1, workerDepth: 2, sliceShare: 1 });
+    model.limitBackfill({
+      workerShare: 1,
+      workerDepth: 2,
+      sliceShare: 1,
+      cpuCores: Number.POSITIVE_INFINITY,
+    });
     expect(spaced.outcomes.every((x) => x.ok)).toBe(true);
     const callsCpuMs = spaced.stats.cpuMs ?? 0;
     expect(callsCpuMs).toBeGreaterThan(0);

@@ -121,7 +121,7 @@ describe("ModelSet.servingPort", () => {
     const port = set.servingPort();
     expect(port.identity.version).toBe("s");
     expect(port.countTokens("x")).toBe(3);
-    port.limitBackfill?.({ workerShare: 0.5, workerDepth: 1, sliceShare: 1 });
+    port.limitBackfill?.({ workerShare: 0.5, workerDepth: 1, sliceShare: 1, cpuCores: 1 });
     expect(limited).toEqual(["s", "c"]);
   });
 });

@@ -143,6 +143,7 @@ describe("BackfillGuard (AIMD, fake clock)", () => {
       workerShare: 0,
       workerDepth: 0,
       sliceShare: 0,
+      cpuShare: 0,
       commitShare: 0.25,
       fetchPaused: true,
     });
@@ -284,6 +285,7 @@ describe("backfillLimits: what an allowance means for each lever", () => {
       workerShare: 1,
       workerDepth: 2,
       sliceShare: 1,
+      cpuShare: 1,
       commitShare: 1,
       fetchPaused: false,
     });
@@ -292,6 +294,7 @@ describe("backfillLimits: what an allowance means for each lever", () => {
       workerShare: 0.5,
       workerDepth: 1,
       sliceShare: 0.5,
+      cpuShare: 0.5,
       commitShare: 0.5,
       fetchPaused: false,
     });

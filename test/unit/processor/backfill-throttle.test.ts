@@ -1,21 +1,29 @@
 import { describe, expect, it } from "vitest";
-import type { BackfillLimits } from "../../../src/contracts/backfill-limits.js";
+import type { ModelBackfillLimits } from "../../../src/contracts/backfill-limits.js";
 import { SluiceEvents } from "../../../src/events/sluice-events.js";
 import { GUARD } from "../../../src/processor/backfill-guard.js";
 import { BackfillThrottle } from "../../../src/processor/backfill-throttle.js";
 import { FakeClock } from "../../support/fake-clock.js";
 
-/** A throttle with recording levers, a fake clock, online topic "in" and backfill topic "bf". */
-function throttle(oldestOnline: () => number | undefined = () => undefined) {
+/**
+ * A throttle with recording levers, a fake clock, online topic "in" and backfill topic "bf"; a CPU
+ * budget of `cpuCores` and a main thread whose CPU is `mainCpu.ms`.
+ */
+function throttle(
+  oldestOnline: () => number | undefined = () => undefined,
+  budget: { cpuCores: number; mainCpu: { ms: number } } = { cpuCores: 1, mainCpu: { ms: 0 } },
+) {
   const clock = new FakeClock();
   const events = new SluiceEvents();
   const applied: Array<{
     slots?: number;
-    model?: Pick<BackfillLimits, "workerShare" | "workerDepth" | "sliceShare">;
+    model?: ModelBackfillLimits;
     fetchPaused?: boolean;
   }> = [];
   const t = new BackfillThrottle({
     target: 200,
+    cpuCores: budget.cpuCores,
+    mainThreadCpuMs: () => budget.mainCpu.ms,
     maxInFlightBatches: 2,
     events,
     clock,
@@ -91,6 +99,66 @@ describe("BackfillThrottle: the guard's decisions reach the levers", () => {
       clock.advance(GUARD.tickMs);
     }
     expect(lastModel(applied)?.workerShare).toBeLessThan(1);
+    t.stop();
+  });
+
+  it("the CPU budget reaches the model as cores: × the allowance, less the main thread's backfill work", () => {
+    const mainCpu = { ms: 0 };
+    const { t, clock, events, applied } = throttle(undefined, { cpuCores: 1, mainCpu });
+    t.start();
+    // The first decision already carries the start allowance's part of the budget.
+    expect(lastModel(applied)?.cpuCores).toBeCloseTo(GUARD.startAllowance, 6);
+    const finish = (topic: string, n: number) => {
+      for (let i = 0; i < n; i++)
+        events.emit("record.outcome", {
+          topic,
+          partition: 0,
+          outcome: "result",
+          status: "ok",
+          endToEndMs: 20,
+        });
+    };
+    // Calm online traffic and a busy backfill: the allowance reaches 1 and the whole budget with it.
+    for (let i = 0; i < 20; i++) {
+      backfillBatch(events);
+      finish("in", 5);
+      clock.advance(GUARD.tickMs);
+    }
+    expect(lastModel(applied)?.workerShare).toBe(1);
+    expect(lastModel(applied)?.cpuCores).toBeCloseTo(1, 6);
+    // Now the main thread spends 100 ms of each 250 ms tick (0.4 cores), 3 of 4 records being
+    // backfill ones: 0.3 cores of backfill work on the main thread, which the model's part gives up.
+    for (let i = 0; i < 20; i++) {
+      backfillBatch(events);
+      finish("in", 5);
+      finish("bf", 15);
+      mainCpu.ms += 100;
+      clock.advance(GUARD.tickMs);
+    }
+    expect(lastModel(applied)?.cpuCores).toBeGreaterThan(0.65);
+    expect(lastModel(applied)?.cpuCores).toBeLessThan(0.75);
+    t.stop();
+    // Stopped: no budget, so queued work can finish.
+    expect(lastModel(applied)?.cpuCores).toBe(Number.POSITIVE_INFINITY);
+  });
+
+  it("a main thread busy with backfill records leaves the model's backfill calls nothing, not less than nothing", () => {
+    const mainCpu = { ms: 0 };
+    const { t, clock, events, applied } = throttle(undefined, { cpuCores: 0.25, mainCpu });
+    t.start();
+    for (let i = 0; i < 8; i++) {
+      backfillBatch(events);
+      events.emit("record.outcome", {
+        topic: "bf",
+        partition: 0,
+        outcome: "result",
+        status: "ok",
+        endToEndMs: 5,
+      });
+      mainCpu.ms += 200;
+      clock.advance(GUARD.tickMs);
+    }
+    expect(lastModel(applied)?.cpuCores).toBe(0);
     t.stop();
   });
 });
