@@ -21,6 +21,11 @@ export const COMPONENT_TESTS = [
   "test/e2e/processor-crash.test.ts",
   "test/e2e/processor-shutdown.test.ts",
   "test/e2e/backfill-group.test.ts",
+  // CPU shares between threads and processes (the backfill CPU budget against a neighbour): measured
+  // where fewer test files compete for the two cores.
+  "test/integration/backfill-cpu-budget.test.ts",
+  // The online tail in the first seconds of a backfill (a CPU-heavy model, a submit process).
+  "test/integration/processor-guard-start.test.ts",
 ];
 
 /**
