@@ -41,7 +41,7 @@ export class NoopModel implements ModelPort {
       tokens += count;
       return {
         ok: true,
-        output: { embedding: new Array<number>(this.dimensions).fill(0) },
+        output: { embedding: zeros(this.dimensions) },
         tokens: count,
         truncated: false,
       };
@@ -53,4 +53,15 @@ export class NoopModel implements ModelPort {
   }
 
   async close(): Promise<void> {}
+}
+
+/**
+ * A packed array of `n` zeros, the kind of array the real tasks return (`Array.from` of an output
+ * row). `new Array(n).fill(0)` is a holey array, which JSON.stringify writes about 3× slower (7 against
+ * 2.3 µs for 384 zeros on Node 20): the no-op model would then measure V8's slow path, not Sluice's.
+ */
+function zeros(n: number): number[] {
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) out.push(0);
+  return out;
 }
