@@ -6,12 +6,14 @@
 #   BENCH = pipeline: bench:pipeline's throughput rows (3000-record drains, 300-record baseline, 5000
 #           no-op records, 10 s latency rows, no commit-interval rows; env overrides them);
 #           slo: bench:slo's tables (env BENCH_SLO_* as bench/slo-bench.ts reads them; default here
-#           1 instance, 10 requests/s, 2 repeats, 20 s alone, 1500 rows).
+#           1 instance, 10 requests/s, 2 repeats, 20 s alone, 1500 rows);
+#           ceiling: bench:ceiling's tables (env BENCH_CEILING_*; default here the no-op mode, one
+#           round against Kafka Streams with 2 threads per side and round, no warm-up round).
 #
-#   KAFKA_BROKERS=127.0.0.1:19092 bench/ab.sh pipeline|slo REV [ROUNDS]
+#   KAFKA_BROKERS=127.0.0.1:19092 bench/ab.sh pipeline|slo|ceiling REV [ROUNDS]
 set -euo pipefail
-bench="${1:?usage: bench/ab.sh pipeline|slo REV [ROUNDS]}"
-rev="${2:?usage: bench/ab.sh pipeline|slo REV [ROUNDS]}"
+bench="${1:?usage: bench/ab.sh pipeline|slo|ceiling REV [ROUNDS]}"
+rev="${2:?usage: bench/ab.sh pipeline|slo|ceiling REV [ROUNDS]}"
 rounds="${3:-2}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 : "${KAFKA_BROKERS:?set KAFKA_BROKERS (e.g. start one with: npx sluice kafka start)}"
@@ -28,8 +30,14 @@ case "$bench" in
     export BENCH_SLO_ROWS="${BENCH_SLO_ROWS:-1500}" BENCH_SLO_OUTPUT=-
     run() { node dist/bench/slo-bench.js 2>/dev/null | grep -E '^\|' || true; }
     ;;
+  ceiling)
+    export BENCH_CEILING_MODES="${BENCH_CEILING_MODES:-noop}" BENCH_CEILING_ROUNDS="${BENCH_CEILING_ROUNDS:-1}"
+    export BENCH_CEILING_KSTREAMS_THREADS="${BENCH_CEILING_KSTREAMS_THREADS:-2}" BENCH_CEILING_WARMUP="${BENCH_CEILING_WARMUP:-0}"
+    export BENCH_CEILING_OUTPUT=-
+    run() { node dist/bench/ceiling-bench.js 2>/dev/null | grep -E '^\||^- Sluice' || true; }
+    ;;
   *)
-    echo "unknown BENCH $bench: pipeline or slo" >&2
+    echo "unknown BENCH $bench: pipeline, slo or ceiling" >&2
     exit 2
     ;;
 esac

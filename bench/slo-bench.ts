@@ -66,6 +66,7 @@ import {
   submit,
   warmUp,
 } from "./serve-harness.js";
+import { type ThreadGroupCpu, ThreadSampler, threadTable } from "./thread-cpu.js";
 
 process.env.KAFKAJS_NO_PARTITIONER_WARNING ??= "1";
 const list = (name: string, fallback: string) =>
@@ -142,6 +143,12 @@ interface RunRow {
   doubled: number;
   /** p99 of each part of the window's latency (intake, queue, inference, commit), ms. */
   windowParts: string;
+  /**
+   * Thread groups of the serve processes and the broker in the first seconds, over the window and
+   * in its busiest second (largest mean run queue), with the machine's busy cores in each.
+   */
+  threads: { name: string; groups: ThreadGroupCpu[]; machineCores: number }[];
+  busiestAt: number;
 }
 
 /** The issue-29 goal of one run: the window's tail, no expiry or rebalance the backfill caused. */
@@ -263,6 +270,13 @@ async function main(): Promise<void> {
               let windowOver = false;
               const revokedBefore = revocations(serving.logs);
               const sampler = new CpuSampler({ broker: brokerPid }, 250);
+              const threadSampler = new ThreadSampler(
+                {
+                  ...Object.fromEntries(serving.procs.map((p, i) => [`serve-${i + 1}`, p.pid])),
+                  broker: brokerPid,
+                },
+                250,
+              );
               const online = sendOpenLoop({
                 producer,
                 topic: requests,
@@ -292,6 +306,7 @@ async function main(): Promise<void> {
               clearTimeout(loopReset);
               const loop = await loopInWindow;
               sampler.stop();
+              threadSampler.stop();
               await reader.waitFor(prefix, sent, 60_000);
               const revoked = revocations(serving.logs) - revokedBefore;
               const bf = reader
@@ -313,6 +328,14 @@ async function main(): Promise<void> {
               const runQueue = sampler.samples
                 .filter((x) => x.at >= windowFrom && x.at < windowTo)
                 .map((x) => x.ticks.running as number);
+              // The window's busiest second: the largest mean run queue over four consecutive samples.
+              const inWindow = sampler.samples.filter((x) => x.at >= windowFrom && x.at < windowTo);
+              let busiestAt = windowFrom;
+              let busiestQueue = -1;
+              for (let i = 0; i + 4 <= inWindow.length; i++) {
+                const q = inWindow.slice(i, i + 4).reduce((a, x) => a + (x.ticks.running as number), 0);
+                if (q > busiestQueue) [busiestQueue, busiestAt] = [q, (inWindow[i] as { at: number }).at];
+              }
               const brokerCores: number[] = [];
               for (
                 let t = windowFrom;
@@ -359,6 +382,18 @@ async function main(): Promise<void> {
                 lost,
                 doubled,
                 windowParts: `${part("intakeMs")} / ${part("queueMs")} / ${part("inferenceMs")} / ${part("commitMs")}`,
+                threads: (
+                  [
+                    ["first seconds", submitAt, windowFrom],
+                    ["window", windowFrom, windowTo],
+                    ["busiest second", busiestAt, busiestAt + 1000],
+                  ] as const
+                ).map(([name, a, b]) => ({
+                  name,
+                  groups: threadSampler.groups(a, b),
+                  machineCores: sampler.between("machine", a, b) / ((b - a) / 1000),
+                })),
+                busiestAt: busiestAt - windowFrom,
               };
               rows.push(row);
               log(
@@ -433,6 +468,14 @@ function report(
   for (const r of [...rows].sort((a, b) => overGoal(b) - overGoal(a)))
     lines.push(
       `| ${r.variant} | ${r.instances} | ${r.rate} | ${r.repeat} | ${f0(r.aloneP50)} / ${f0(r.aloneP99)} (${r.aloneExpired}) | ${f0(r.windowP50)} / ${f0(r.windowP99)} (${r.windowN}, ${r.windowExpired}) | ${f0(r.firstP99)} (${r.firstN}) | ${f0(r.besideP99)} (${r.besideExpired}) | ${r.windowParts} | ${r.backfillAlone.toFixed(1)} → ${r.backfillBeside.toFixed(1)} | ${r.runQueueMax} / ${f2(r.runQueueMean)} | ${f2(r.brokerCoresMin)} / ${f2(r.brokerCoresMean)} | ${f0(r.loopMaxMs)} / ${f0(r.loopP99Ms)} | ${r.revoked} | ${goalMet(r) ? "yes" : "no"} |`,
+    );
+  const worstRun = [...rows].sort((a, b) => overGoal(b) - overGoal(a))[0];
+  if (worstRun !== undefined)
+    lines.push(
+      "",
+      `What ran in the worst run (${worstRun.variant}, ${worstRun.instances} instance(s), #${worstRun.repeat}), per process and kind of thread (/proc/<pid>/task every 250 ms; name without its number, nice when not 0): cores and mean runnable threads in the first seconds, over the window and in its busiest second (the largest mean run queue, ${(worstRun.busiestAt / 1000).toFixed(1)} s into the window); busiest in the window first:`,
+      "",
+      ...threadTable(worstRun.threads, 1),
     );
   lines.push(
     "",
