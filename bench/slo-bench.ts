@@ -143,6 +143,8 @@ interface RunRow {
   doubled: number;
   /** p99 of each part of the window's latency (intake, queue, inference, commit), ms. */
   windowParts: string;
+  /** The same for the first seconds. */
+  firstParts: string;
   /**
    * Thread groups of the serve processes and the broker in the first seconds, over the window and
    * in its busiest second (largest mean run queue), with the machine's busy cores in each.
@@ -323,8 +325,10 @@ async function main(): Promise<void> {
               const windowEntries = appendedIn(windowFrom, windowTo);
               const first = appendedIn(submitAt, windowFrom);
               const beside = appendedIn(from, to + 1);
-              const part = (k: "intakeMs" | "queueMs" | "inferenceMs" | "commitMs") =>
-                p99(windowEntries.map((e) => e[k])).toFixed(0);
+              const parts = (es: typeof entries) =>
+                (["intakeMs", "queueMs", "inferenceMs", "commitMs"] as const)
+                  .map((k) => p99(es.map((e) => e[k])).toFixed(0))
+                  .join(" / ");
               const runQueue = sampler.samples
                 .filter((x) => x.at >= windowFrom && x.at < windowTo)
                 .map((x) => x.ticks.running as number);
@@ -381,7 +385,8 @@ async function main(): Promise<void> {
                 loopP99Ms: Math.max(...loop.map((l) => l.p99Ms)),
                 lost,
                 doubled,
-                windowParts: `${part("intakeMs")} / ${part("queueMs")} / ${part("inferenceMs")} / ${part("commitMs")}`,
+                windowParts: parts(windowEntries),
+                firstParts: parts(first),
                 threads: (
                   [
                     ["first seconds", submitAt, windowFrom],
@@ -460,14 +465,14 @@ function report(
   }
   lines.push(
     "",
-    "Every run, worst first (ms; backfill rows/s; the breakdown is each part's own p99 from the results' `timing` in the window, so the parts do not add up to the total):",
+    "Every run, worst first (ms; backfill rows/s; the breakdowns are each part's own p99 from the results' `timing`, so the parts do not add up to the total; commit = the reader's arrival − the result's `completedAt`):",
     "",
-    "| variant | n | rate | # | alone p50 / p99 (expired) | window p50 / p99 (n, expired) | first seconds p99 (n) | whole p99 (expired) | window p99: intake / queue / inference / commit | backfill alone → beside | run queue max / mean | broker cores min / mean | event-loop delay max / p99 | revoked | goal |",
+    "| variant | n | rate | # | alone p50 / p99 (expired) | window p50 / p99 (n, expired) | first seconds p99 (n): intake / queue / inference / commit | whole p99 (expired) | window p99: intake / queue / inference / commit | backfill alone → beside | run queue max / mean | broker cores min / mean | event-loop delay max / p99 | revoked | goal |",
     "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
   );
   for (const r of [...rows].sort((a, b) => overGoal(b) - overGoal(a)))
     lines.push(
-      `| ${r.variant} | ${r.instances} | ${r.rate} | ${r.repeat} | ${f0(r.aloneP50)} / ${f0(r.aloneP99)} (${r.aloneExpired}) | ${f0(r.windowP50)} / ${f0(r.windowP99)} (${r.windowN}, ${r.windowExpired}) | ${f0(r.firstP99)} (${r.firstN}) | ${f0(r.besideP99)} (${r.besideExpired}) | ${r.windowParts} | ${r.backfillAlone.toFixed(1)} → ${r.backfillBeside.toFixed(1)} | ${r.runQueueMax} / ${f2(r.runQueueMean)} | ${f2(r.brokerCoresMin)} / ${f2(r.brokerCoresMean)} | ${f0(r.loopMaxMs)} / ${f0(r.loopP99Ms)} | ${r.revoked} | ${goalMet(r) ? "yes" : "no"} |`,
+      `| ${r.variant} | ${r.instances} | ${r.rate} | ${r.repeat} | ${f0(r.aloneP50)} / ${f0(r.aloneP99)} (${r.aloneExpired}) | ${f0(r.windowP50)} / ${f0(r.windowP99)} (${r.windowN}, ${r.windowExpired}) | ${f0(r.firstP99)} (${r.firstN}): ${r.firstParts} | ${f0(r.besideP99)} (${r.besideExpired}) | ${r.windowParts} | ${r.backfillAlone.toFixed(1)} → ${r.backfillBeside.toFixed(1)} | ${r.runQueueMax} / ${f2(r.runQueueMean)} | ${f2(r.brokerCoresMin)} / ${f2(r.brokerCoresMean)} | ${f0(r.loopMaxMs)} / ${f0(r.loopP99Ms)} | ${r.revoked} | ${goalMet(r) ? "yes" : "no"} |`,
     );
   const worstRun = [...rows].sort((a, b) => overGoal(b) - overGoal(a))[0];
   if (worstRun !== undefined)

@@ -10,6 +10,7 @@ import { SluiceError } from "../sluice-error.js";
 import type { Clock } from "../time/clock.js";
 import type { PipelineTracer } from "../tracing/pipeline-tracer.js";
 import { BackfillThrottle } from "./backfill-throttle.js";
+import { IntakePacer } from "./intake-pacer.js";
 import { LaneDispatcher } from "./lane-dispatcher.js";
 import { LaneFlowControl } from "./lane-flow-control.js";
 import { MicroBatchRunner } from "./micro-batch-runner.js";
@@ -67,6 +68,7 @@ export class StreamProcessor {
   private readonly opts: ProcessorSettings;
   private readonly deps: StreamProcessorDeps;
   private readonly intake: RequestIntake;
+  private readonly pacer: IntakePacer<PartitionTask>;
   private readonly schemaGate: WriterSchemaGate;
   private readonly dispatcher: LaneDispatcher;
   private readonly batches: MicroBatchRunner;
@@ -111,6 +113,10 @@ export class StreamProcessor {
       clock: deps.clock,
       defaultTimeoutMs: settings.defaultTimeoutMs,
       tracer: deps.tracer,
+    });
+    this.pacer = new IntakePacer({
+      take: (t, r) => this.take(t, r),
+      afterSlice: () => this.flow.afterTaken(),
     });
     this.dispatcher = new LaneDispatcher({
       settings,
@@ -401,8 +407,7 @@ export class StreamProcessor {
       this.deps.source.seek(task.tp, verdict.offset);
       return "ignored";
     }
-    for (const r of verdict.records) this.take(task, r);
-    this.flow.afterTaken();
+    this.pacer.add(task, verdict.records);
     return "accepted";
   }
 
