@@ -91,6 +91,12 @@ export const modelSchema = z
       .describe(
         "How many nice steps the backfill workers' threads run below the rest of the process (0..19, capped at nice 19; Linux): when both want a core, the kernel gives a thread about 9× the CPU of one 10 steps lower, across the processes that share a CPU cgroup (several instances in one pod or on one host). 0 = same priority (docs/lanes.md).",
       ),
+    backfillScheduling: z
+      .enum(["idle", "nice"])
+      .default("nice")
+      .describe(
+        "How the backfill workers' threads yield the CPU (Linux): idle = Linux's SCHED_IDLE policy (set with util-linux's chrt): they run only on a CPU nothing else wants, and any other thread that wakes takes the CPU from them at once, whatever its process, session or cgroup; nice = model.backfillNice alone, which orders threads only within one session's autogroup or one cgroup. Where SCHED_IDLE cannot be set (no chrt, refused) the workers keep model.backfillNice and the model loaded log line says so. Default nice: idle did not prevent the broker stalls measured beside backfills (docs/lanes.md).",
+      ),
     backfillSliceRows: positiveInt()
       .max(4096)
       .default(4)

@@ -69,7 +69,7 @@ export interface SluiceEventMap {
     name: string;
     version: string;
     task: string;
-    workers?: { online: number; backfill: number; backfillNice?: number };
+    workers?: { online: number; backfill: number; backfillNice?: number; backfillSchedIdle?: boolean };
     /** `serving` (the model section) or `candidate` (docs/model-upgrades.md); absent = serving. */
     role?: "serving" | "candidate";
     /** Resident memory the model added while it loaded, MiB, and the time it took, ms. */

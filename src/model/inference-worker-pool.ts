@@ -30,6 +30,8 @@ export interface BackfillWorkerPlan {
   workers: number;
   /** Nice steps below the process. */
   nice: number;
+  /** Linux's SCHED_IDLE policy for their threads (`model.backfillScheduling: idle`). */
+  schedIdle?: boolean;
 }
 
 /**
@@ -47,6 +49,8 @@ export class InferenceWorkerPool {
   readonly cpuSource: WorkerReady["cpuSource"];
   /** Nice value of the backfill workers' threads as the kernel reports it; undefined without backfill workers. */
   backfillNice: number | undefined;
+  /** Whether the backfill workers' threads run under SCHED_IDLE (the kernel's answer); undefined without them. */
+  backfillSchedIdle: boolean | undefined;
   private readonly slots: WorkerSlot[] = [];
   private readonly queues = new LaneQueues<PoolJob>();
   private readonly dispatcher: Dispatcher;
@@ -90,6 +94,7 @@ export class InferenceWorkerPool {
     return InferenceWorkerPool.start(modelBytes ? { ...init, modelBytes } : init, workers, {
       workers: resolveBackfillWorkerCount(o.backfillWorkers, workers, o.backfillLane),
       nice: o.backfillNice,
+      schedIdle: o.backfillScheduling === "idle",
     });
   }
 
@@ -117,6 +122,7 @@ export class InferenceWorkerPool {
       );
       for (const r of backfillWorkers) {
         pool.backfillNice = r.hello.nice;
+        pool.backfillSchedIdle = r.hello.schedIdle;
         pool.lifecycle.adopt(r.worker, "backfill");
       }
     } catch (error) {
@@ -133,6 +139,9 @@ export class InferenceWorkerPool {
       online: this.slots.length - backfill,
       backfill,
       ...(backfill > 0 && this.backfillNice !== undefined ? { backfillNice: this.backfillNice } : {}),
+      ...(backfill > 0 && this.backfillSchedIdle !== undefined
+        ? { backfillSchedIdle: this.backfillSchedIdle }
+        : {}),
     };
   }
 
@@ -171,7 +180,12 @@ export class InferenceWorkerPool {
    */
   private initFor(role: WorkerSlot["role"]): WorkerInit {
     return role === "backfill"
-      ? { ...this.init, nice: this.backfillPlan.nice, allowSpinning: false }
+      ? {
+          ...this.init,
+          nice: this.backfillPlan.nice,
+          schedIdle: this.backfillPlan.schedIdle === true,
+          allowSpinning: false,
+        }
       : this.init;
   }
 

@@ -3,6 +3,8 @@
  * native code (docs/design.md §3). Inputs arrive and outputs leave as transferred typed arrays (no copies).
  * Post-processing (pooling, softmax) happens here too, so only [rows, dim] floats cross back.
  */
+import { spawnSync } from "node:child_process";
+import { readFileSync, readlinkSync } from "node:fs";
 import { getPriority, setPriority } from "node:os";
 import { parentPort, threadId, workerData } from "node:worker_threads";
 import * as ort from "onnxruntime-node";
@@ -19,12 +21,16 @@ import {
   type WorkerRunRequest,
 } from "./worker-protocol.js";
 
+/** SCHED_IDLE in /proc/<tid>/stat's `policy` field (41) and in sched_setscheduler(2). */
+const SCHED_IDLE = 5;
 const init = workerData as WorkerInit;
 const port = parentPort!;
 // Before the session: ORT's pool threads inherit this thread's nice value (docs/lanes.md, "Backfill
 // workers"). On Linux the nice value is per thread, so this lowers only this worker; elsewhere
 // setpriority(0) would lower the whole process, so it is left alone.
 const nice = lowerPriority(init.nice);
+// Before the session too: ORT's pool threads inherit the scheduling policy (docs/lanes.md, "Backfill workers").
+const schedIdle = init.schedIdle === true && enterSchedIdle();
 // Before the session: its ORT pool threads inherit this thread's name (thread-cpu-clock.ts).
 const cpuClock = ThreadCpuClock.start({ intraOpThreads: init.intraOpThreads, workerId: threadId });
 /** `InferenceSession.create`'s path and bytes overloads as one signature. */
@@ -65,6 +71,7 @@ async function main(): Promise<void> {
     outputs: meta(session.outputMetadata),
     cpuSource: cpuClock.source,
     nice,
+    schedIdle,
   });
 
   // One call at a time, in arrival order (the pool posts up to two): `session.run()` yields before its
@@ -142,6 +149,23 @@ function lowerPriority(steps: number): number {
   } catch {
     // Not permitted here (a seccomp profile): the worker runs at the process's priority; `nice` says so.
     return 0;
+  }
+}
+
+/**
+ * Moves this thread (only) to Linux's SCHED_IDLE policy with util-linux's `chrt --idle --pid 0 <tid>`
+ * (Node.js has no sched_setscheduler), and returns whether the kernel now reports it. Lowering one's
+ * own policy needs no privilege; without chrt, off Linux, or refused, the thread keeps its nice value.
+ */
+function enterSchedIdle(): boolean {
+  if (process.platform !== "linux") return false;
+  try {
+    const tid = readlinkSync("/proc/thread-self").split("/").at(-1) as string;
+    spawnSync("chrt", ["--idle", "--pid", "0", tid], { stdio: "ignore", timeout: 5000 });
+    const stat = readFileSync("/proc/thread-self/stat", "utf8");
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[41 - 3]) === SCHED_IDLE;
+  } catch {
+    return false;
   }
 }
 

@@ -49,6 +49,8 @@ export interface ModelWorkers {
   backfill: number;
   /** The backfill workers' nice value as the kernel reports it (Linux); absent without backfill workers. */
   backfillNice?: number;
+  /** The backfill workers run under SCHED_IDLE (Linux, `model.backfillScheduling: idle`); absent without backfill workers. */
+  backfillSchedIdle?: boolean;
 }
 
 export interface ModelCallStats {

@@ -15,6 +15,8 @@ export interface WorkerInit {
   normalize: boolean;
   /** Nice steps the worker lowers its own thread by before its ORT session exists (0 = unchanged; Linux). */
   nice: number;
+  /** The worker's thread takes Linux's SCHED_IDLE policy before its ORT session exists (backfill workers). */
+  schedIdle?: boolean;
 }
 
 export interface FeedNames {
@@ -105,5 +107,7 @@ export type WorkerHello =
       cpuSource: ThreadCpuSource;
       /** The worker thread's nice value once set up (what the kernel reports, not what was asked). */
       nice: number;
+      /** The worker thread runs under SCHED_IDLE (what the kernel reports). */
+      schedIdle: boolean;
     }
   | { type: "init-failed"; message: string };

@@ -30,6 +30,7 @@ export const everyModelKey: SluiceConfig["model"] = {
   backfillSliceMs: 35,
   backfillWorkers: 2,
   backfillNice: 5,
+  backfillScheduling: "idle",
   textPrefix: "query: ",
   itemIsolation: "never",
   onnxruntimeTelemetry: true,

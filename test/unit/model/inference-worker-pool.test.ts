@@ -51,6 +51,22 @@ function niceOfThread(tid: number): number {
   return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16]);
 }
 
+/** Scheduling policy of one of this process's threads (Linux /proc stat field 41; 5 = SCHED_IDLE). */
+function policyOfThread(tid: number): number {
+  const stat = readFileSync(`/proc/self/task/${tid}/stat`, "utf8");
+  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[41 - 3]);
+}
+
+/** Policies of this process's inference worker threads. */
+function policyOfWorkerThreads(): number[] {
+  return readdirSync("/proc/self/task")
+    .map(Number)
+    .filter((tid) =>
+      readFileSync(`/proc/self/task/${tid}/comm`, "utf8").startsWith(WORKER_THREAD_NAME_PREFIX),
+    )
+    .map(policyOfThread);
+}
+
 /** Nice values of this process's inference worker threads (named sluice-infer-*, thread-cpu-clock.ts). */
 function niceOfWorkerThreads(): number[] {
   if (process.platform !== "linux") return [];
@@ -168,6 +184,25 @@ describe("InferenceWorkerPool", () => {
       await pool.close();
     }
   });
+
+  it.runIf(process.platform === "linux")(
+    "backfill workers take SCHED_IDLE when asked (model.backfillScheduling idle); online workers and the process keep theirs",
+    async () => {
+      const pool = await InferenceWorkerPool.start(init(), 1, { workers: 1, nice: 3, schedIdle: true });
+      try {
+        expect(pool.size).toMatchObject({ online: 1, backfill: 1, backfillNice: 3, backfillSchedIdle: true });
+        // One worker thread under SCHED_IDLE (5), the online one (and any other pool's) under SCHED_OTHER (0).
+        const policies = policyOfWorkerThreads();
+        expect(policies.filter((p) => p === 5)).toHaveLength(1);
+        expect(policies.every((p) => p === 0 || p === 5)).toBe(true);
+        expect(policyOfThread(process.pid)).toBe(0);
+        const backfill = await pool.run(job("the cat"), "backfill");
+        expect(backfill.dim).toBe(3);
+      } finally {
+        await pool.close();
+      }
+    },
+  );
 
   it("without backfill workers, backfill calls share the online workers", async () => {
     const pool = await InferenceWorkerPool.start(init(), 1);
