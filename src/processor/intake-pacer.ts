@@ -23,8 +23,8 @@ export interface IntakePacerOptions<T extends PacedTask> {
 
 /**
  * The longest run of backfill intake in one turn of the event loop: measured, one backfill fetch of
- * paragraphs (100–530 records) took 70–120 ms to take on the main thread at once (decode and the
- * tokenizer's count, ~0.3 ms a record), and the online requests fetched beside it waited for all of
+ * paragraphs (107–532 records) took up to 119 ms to take on the main thread at once (decode and the
+ * tokenizer's count, 0.28 ms a record on average), and the online requests fetched beside it waited for all of
  * it: the online tail of a backfill's first seconds (docs/lanes.md, "Intake in slices").
  */
 export const INTAKE_SLICE_MS = 5;
