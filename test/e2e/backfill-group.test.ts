@@ -104,13 +104,16 @@ describe("sluice backfill across a serve group", () => {
     procs.push(a, b);
     await Promise.all([a.waitFor(/sluice serve running/, 90_000), b.waitFor(/sluice serve running/, 90_000)]);
     // With a backfill lane each instance starts its own backfill workers (model.backfillWorkers:
-    // auto = as many as the online ones), 10 nice steps below the process (docs/lanes.md).
-    const workers = /"workers":\{"online":(\d+),"backfill":(\d+)(?:,"backfillNice":(\d+))?\}/.exec(
-      a.output(),
-    );
+    // auto = as many as the online ones), 10 nice steps below the process, not under SCHED_IDLE
+    // (model.backfillScheduling: nice, docs/lanes.md).
+    const workers =
+      /"workers":\{"online":(\d+),"backfill":(\d+)(?:,"backfillNice":(\d+))?(?:,"backfillSchedIdle":(true|false))?\}/.exec(
+        a.output(),
+      );
     expect(workers, a.output()).not.toBeNull();
     expect(workers?.[2]).toBe(workers?.[1]);
     if (process.platform === "linux") expect(workers?.[3]).toBe("10");
+    expect(workers?.[4]).toBe("false");
 
     const submitted = await runCli(["backfill", "submit", "--input", input, "--run-id", runId], env);
     expect(submitted.stderr + submitted.stdout).toMatch(new RegExp(`run ${runId} submitted`));
