@@ -1,5 +1,5 @@
 import { configDefaults, defineConfig } from "vitest/config";
-import { SLOW_SUITE_TESTS } from "./test/support/test-suites.js";
+import { CPU_TESTS, SLOW_SUITE_TESTS } from "./test/support/test-suites.js";
 
 /**
  * `npm test`'s vitest run: two projects, each in its own pool, running side by side.
@@ -32,7 +32,7 @@ export default defineConfig({
         test: {
           name: "kafka",
           include: ["test/integration/**/*.test.ts", "test/e2e/**/*.test.ts"],
-          exclude: [...configDefaults.exclude, ...SLOW_SUITE_TESTS],
+          exclude: [...configDefaults.exclude, ...SLOW_SUITE_TESTS, ...CPU_TESTS],
           pool: "forks",
           // Files share the cores, so a test takes longer than alone; tests set their own where it matters.
           testTimeout: 120_000,

@@ -130,7 +130,7 @@ describe.runIf(linux)("the backfill lane's CPU budget against a CPU-hungry neigh
       expect(backfillMs).toBeLessThanOrEqual(BUDGET_CORES * wallMs + DEFAULT_BURST_MS + 4 * callCpuMs);
       // And the budget is used, not starved.
       expect(backfillCores).toBeGreaterThan(BUDGET_CORES * 0.6);
-      expect(beside).toBeGreaterThanOrEqual(alone * 0.85);
+      expect(beside).toBeGreaterThanOrEqual(alone * 0.8);
     } finally {
       await pool.close();
     }

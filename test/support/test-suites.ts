@@ -21,11 +21,6 @@ export const COMPONENT_TESTS = [
   "test/e2e/processor-crash.test.ts",
   "test/e2e/processor-shutdown.test.ts",
   "test/e2e/backfill-group.test.ts",
-  // CPU shares between threads and processes (the backfill CPU budget against a neighbour): measured
-  // where fewer test files compete for the two cores.
-  "test/integration/backfill-cpu-budget.test.ts",
-  // The online tail in the first seconds of a backfill (a CPU-heavy model, a submit process).
-  "test/integration/processor-guard-start.test.ts",
 ];
 
 /**
@@ -47,6 +42,18 @@ export const SCENARIO_TESTS = [
   // A Zipkin server (a JVM of its own) as the trace backend, under serve and in-process.
   "test/e2e/tracing-serve.test.ts",
   "test/integration/tracing-zipkin.test.ts",
+];
+
+/**
+ * A CPU test measures how the machine's CPU is shared (threads against a neighbour process, the online
+ * tail beside a backfill), so no other test file may run beside it: `npm run test:cpu` runs them one
+ * file at a time, after the component tests in `.ci/run`.
+ */
+export const CPU_TESTS = [
+  // The backfill CPU budget against a CPU-hungry neighbour process.
+  "test/integration/backfill-cpu-budget.test.ts",
+  // The online tail in the first seconds of a backfill (a CPU-heavy model, a submit process).
+  "test/integration/processor-guard-start.test.ts",
 ];
 
 /** What `npm run test:components` runs and `npm test` leaves to it. */
