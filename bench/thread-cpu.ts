@@ -1,4 +1,5 @@
 import { readdirSync, readFileSync } from "node:fs";
+import { statFields } from "../src/model/thread-cpu-clock.js";
 import { CLK_TCK } from "./proc-cpu.js";
 
 /**
@@ -48,17 +49,14 @@ export function threadGroup(comm: string, nice: number, main = false): string {
   return nice === 0 ? name : `${name} (nice ${nice})`;
 }
 
-/** Parses a /proc/<pid>/task/<tid>/stat line into a reading. Pure. */
+/** Parses a /proc/<pid>/task/<tid>/stat line into a reading (src/model/thread-cpu-clock.ts `statFields`). Pure. */
 export function parseThreadStat(line: string): ThreadReading {
-  const open = line.indexOf("(");
-  const close = line.lastIndexOf(")");
-  const f = line.slice(close + 2).split(" ");
-  // After "(comm)": state is field 3 (f[0]), utime 14, stime 15, nice 19.
+  const { comm, field } = statFields(line);
   return {
-    comm: line.slice(open + 1, close),
-    state: f[0] ?? "?",
-    ticks: Number(f[11]) + Number(f[12]),
-    nice: Number(f[16]),
+    comm,
+    state: field(3) ?? "?",
+    ticks: Number(field(14)) + Number(field(15)),
+    nice: Number(field(19)),
   };
 }
 

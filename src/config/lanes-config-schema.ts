@@ -26,7 +26,7 @@ export const lanesSchema = z
       .union([z.literal("auto"), z.number().min(0.05).max(1024)])
       .default("auto")
       .describe(
-        "The backfill lane's CPU budget, cores (0.05..1024): the backfill model calls' measured CPU plus the main thread's work for backfill records stays within it whatever the scheduler does, so the online lane and the node's other processes keep the rest; the SLO guard lowers it further while it throttles. auto = half the cores the process may use (its cgroup quota, its affinity). Instances that share a node share it: give each its part (docs/lanes.md).",
+        "The backfill lane's CPU budget, cores (0.05..1024): the backfill model calls' measured CPU plus the main thread's work for backfill records stays within it whatever the scheduler does, so the online lane and the node's other processes keep the rest; the SLO guard lowers it further while it throttles (and applies it: lanes.guard false turns it off). auto = half the cores the process may use (its cgroup quota, its affinity). Instances that share a node share it: give each its part (docs/lanes.md).",
       ),
   })
   .describe("How the online and backfill lanes share an instance (docs/lanes.md).");

@@ -11,7 +11,7 @@ import * as ort from "onnxruntime-node";
 import { softmaxRows } from "./tasks/classification-task.js";
 import { poolEmbeddings } from "./tasks/embedding-task.js";
 import { runFeeds } from "./tasks/tensor-task.js";
-import { ThreadCpuClock } from "./thread-cpu-clock.js";
+import { statFields, ThreadCpuClock } from "./thread-cpu-clock.js";
 import {
   transferablesOf,
   type WorkerFeedsRequest,
@@ -162,8 +162,7 @@ function enterSchedIdle(): boolean {
   try {
     const tid = readlinkSync("/proc/thread-self").split("/").at(-1) as string;
     spawnSync("chrt", ["--idle", "--pid", "0", tid], { stdio: "ignore", timeout: 5000 });
-    const stat = readFileSync("/proc/thread-self/stat", "utf8");
-    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[41 - 3]) === SCHED_IDLE;
+    return Number(statFields(readFileSync("/proc/thread-self/stat", "utf8")).field(41)) === SCHED_IDLE;
   } catch {
     return false;
   }

@@ -23,10 +23,16 @@ export interface ProcStat {
 }
 
 /**
- * Parses one `/proc/<pid>[/task/<tid>]/stat` line. `comm` (field 2) is in parentheses and may itself
- * contain spaces and ')', so the fields after it are counted from the last ')'. Pure.
+ * The fields of one `/proc/<pid>[/task/<tid>]/stat` line by their proc(5) number (1-based: 3 = state,
+ * 14/15 = utime/stime, 19 = nice, 41 = policy). `comm` (field 2) is in parentheses and may itself
+ * contain spaces and ')', so the fields after it are counted from the last ')'. Pure; the one reader
+ * of stat lines (the CPU clocks here, the backfill workers' policy, the benchmarks).
  */
-export function parseProcStat(line: string): ProcStat {
+export function statFields(line: string): {
+  tid: number;
+  comm: string;
+  field(n: number): string | undefined;
+} {
   const open = line.indexOf("(");
   const close = line.lastIndexOf(")");
   if (open < 0 || close < open) throw new Error(`not a /proc stat line: ${line.slice(0, 80)}`);
@@ -35,17 +41,22 @@ export function parseProcStat(line: string): ProcStat {
     .slice(close + 2)
     .trim()
     .split(/\s+/);
-  const utime = Number(rest[14 - 3]);
-  const stime = Number(rest[15 - 3]);
-  if (!Number.isFinite(utime) || !Number.isFinite(stime)) {
-    throw new Error(`no utime/stime in /proc stat line: ${line.slice(0, 80)}`);
-  }
   return {
     tid: Number(line.slice(0, open).trim()),
     comm: line.slice(open + 1, close),
-    utimeTicks: utime,
-    stimeTicks: stime,
+    field: (n) => rest[n - 3],
   };
+}
+
+/** Parses one stat line's thread id, name and CPU ticks (`statFields`). Pure. */
+export function parseProcStat(line: string): ProcStat {
+  const { tid, comm, field } = statFields(line);
+  const utime = Number(field(14));
+  const stime = Number(field(15));
+  if (!Number.isFinite(utime) || !Number.isFinite(stime)) {
+    throw new Error(`no utime/stime in /proc stat line: ${line.slice(0, 80)}`);
+  }
+  return { tid, comm, utimeTicks: utime, stimeTicks: stime };
 }
 
 /** CPU ms of a parsed stat line (utime + stime). Pure. */
@@ -62,6 +73,9 @@ export function parseSchedstatMs(line: string): number {
   if (!Number.isFinite(ns)) throw new Error(`not a schedstat line: ${line.slice(0, 80)}`);
   return ns / 1e6;
 }
+
+/** `process.threadCpuUsage` (the calling thread's CPU, Node.js ≥ 23.9), or undefined where Node lacks it. */
+const threadCpuUsage = (process as { threadCpuUsage?: () => NodeJS.CpuUsage }).threadCpuUsage?.bind(process);
 
 /** Thread name prefix of inference workers (and, inherited, their ORT pool threads) in /proc. */
 export const WORKER_THREAD_NAME_PREFIX = "sluice-infer";
@@ -100,8 +114,7 @@ export class ThreadCpuClock {
     } catch {
       // Not Linux (or /proc is not mounted).
     }
-    const threadCpu = (process as { threadCpuUsage?: () => { user: number; system: number } }).threadCpuUsage;
-    if (typeof threadCpu === "function" && o.intraOpThreads === 1) {
+    if (threadCpuUsage !== undefined && o.intraOpThreads === 1) {
       return new ThreadCpuClock("thread-cpu-usage", o.intraOpThreads, null);
     }
     return new ThreadCpuClock("wall-estimate", o.intraOpThreads, null);
@@ -139,9 +152,7 @@ export class ThreadCpuClock {
       case "proc-stat":
         return this.sum((dir) => statCpuMs(parseProcStat(readFileSync(`${dir}/stat`, "utf8"))));
       case "thread-cpu-usage": {
-        const u = (
-          process as unknown as { threadCpuUsage: () => { user: number; system: number } }
-        ).threadCpuUsage();
+        const u = (threadCpuUsage as () => NodeJS.CpuUsage)();
         return (u.user + u.system) / 1000;
       }
       default:
@@ -180,7 +191,6 @@ function readSafely(path: string): string | null {
 export function mainThreadCpuMs(): number {
   const schedstat = readSafely("/proc/thread-self/schedstat");
   if (schedstat !== null) return parseSchedstatMs(schedstat);
-  const threadCpu = (process as { threadCpuUsage?: () => { user: number; system: number } }).threadCpuUsage;
-  const u = typeof threadCpu === "function" ? threadCpu() : process.cpuUsage();
+  const u = threadCpuUsage !== undefined ? threadCpuUsage() : process.cpuUsage();
   return (u.user + u.system) / 1000;
 }

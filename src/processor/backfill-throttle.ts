@@ -90,8 +90,7 @@ export class BackfillThrottle {
     ctx: Omit<
       BackfillThrottleContext,
       "target" | "maxInFlightBatches" | "isOnlineTopic" | "cpuCores" | "mainThreadCpuMs"
-    > &
-      Partial<Pick<BackfillThrottleContext, "mainThreadCpuMs">>,
+    >,
   ): BackfillThrottle | undefined {
     if (settings.backfillTopics.length === 0 || !settings.backfillGuard) return undefined;
     return new BackfillThrottle({
@@ -100,7 +99,7 @@ export class BackfillThrottle {
       cpuCores: backfillCpuCores(settings.backfillCpuCores, cpuLimit().cores),
       maxInFlightBatches: settings.maxInFlightBatches,
       isOnlineTopic: (topic) => !settings.backfillTopics.includes(topic),
-      mainThreadCpuMs: ctx.mainThreadCpuMs ?? mainThreadCpuMs,
+      mainThreadCpuMs,
     });
   }
 
@@ -169,12 +168,10 @@ export class BackfillThrottle {
     const state = this.guard.tick(this.ctx.clock.now());
     this.measureMainThread();
     this.follow(state.allowance);
+    // The main thread's part moves the model's cores every tick: hand them over when they moved.
     const cores = this.modelCpuCores(this.limits);
-    if (
-      Math.abs(cores - this.modelCores) > CPU_REAPPLY_SHARE * this.modelCores ||
-      (cores === 0) !== (this.modelCores === 0)
-    )
-      this.limitModel(this.limits, cores);
+    const moved = Math.abs(cores - this.modelCores) > CPU_REAPPLY_SHARE * this.modelCores;
+    if (moved || (cores === 0 && this.modelCores !== 0)) this.limitModel(this.limits, cores);
     const { transition, estimateMs, ...rest } = state;
     this.ctx.events.emit("guard.adjusted", {
       ...rest,

@@ -61,7 +61,9 @@ export class IntakePacer<T extends PacedTask> {
       return;
     }
     const queue = this.waiting.get(task);
-    if (queue !== undefined && queue.generation === task.generation) queue.records.push(...records);
+    // Records already taken are dropped from the queue as it grows, so they are not held in memory.
+    if (queue !== undefined && queue.generation === task.generation)
+      this.waiting.set(task, { ...queue, records: queue.records.slice(queue.next).concat(records), next: 0 });
     else this.waiting.set(task, { generation: task.generation, records: [...records], next: 0 });
     // Accepted records count against the queue bound already: the flow control looks at once.
     this.opts.afterSlice();

@@ -52,6 +52,12 @@ function backfillBatch(events: SluiceEvents): void {
   });
 }
 
+/** `n` records of `topic` finished as results, `endToEndMs` after their timestamps. */
+function finish(events: SluiceEvents, topic: string, n: number, endToEndMs = 20): void {
+  for (let i = 0; i < n; i++)
+    events.emit("record.outcome", { topic, partition: 0, outcome: "result", status: "ok", endToEndMs });
+}
+
 const lastModel = (applied: ReturnType<typeof throttle>["applied"]) =>
   applied.flatMap((a) => (a.model ? [a.model] : [])).at(-1);
 
@@ -108,20 +114,10 @@ describe("BackfillThrottle: the guard's decisions reach the levers", () => {
     t.start();
     // The first decision already carries the start allowance's part of the budget.
     expect(lastModel(applied)?.cpuCores).toBeCloseTo(GUARD.startAllowance, 6);
-    const finish = (topic: string, n: number) => {
-      for (let i = 0; i < n; i++)
-        events.emit("record.outcome", {
-          topic,
-          partition: 0,
-          outcome: "result",
-          status: "ok",
-          endToEndMs: 20,
-        });
-    };
     // Calm online traffic and a busy backfill: the allowance reaches 1 and the whole budget with it.
     for (let i = 0; i < 20; i++) {
       backfillBatch(events);
-      finish("in", 5);
+      finish(events, "in", 5);
       clock.advance(GUARD.tickMs);
     }
     expect(lastModel(applied)?.workerShare).toBe(1);
@@ -130,8 +126,8 @@ describe("BackfillThrottle: the guard's decisions reach the levers", () => {
     // backfill ones: 0.3 cores of backfill work on the main thread, which the model's part gives up.
     for (let i = 0; i < 20; i++) {
       backfillBatch(events);
-      finish("in", 5);
-      finish("bf", 15);
+      finish(events, "in", 5);
+      finish(events, "bf", 15);
       mainCpu.ms += 100;
       clock.advance(GUARD.tickMs);
     }
@@ -148,13 +144,7 @@ describe("BackfillThrottle: the guard's decisions reach the levers", () => {
     t.start();
     for (let i = 0; i < 8; i++) {
       backfillBatch(events);
-      events.emit("record.outcome", {
-        topic: "bf",
-        partition: 0,
-        outcome: "result",
-        status: "ok",
-        endToEndMs: 5,
-      });
+      finish(events, "bf", 1, 5);
       mainCpu.ms += 200;
       clock.advance(GUARD.tickMs);
     }
