@@ -119,13 +119,15 @@ describe("tracing off", () => {
     for (let i = 0; i < 20_000; i++) perRecord(false); // optimised first, as on the hot path
     // 1M records: one 16-byte object each would be 16 MB, more than the young generation holds, so
     // any allocation shows as a collection; the heap's growth is a second look (noise: ~100 KB).
+    // The heap also holds code the optimising compiler installs while the loop runs (a few hundred
+    // KB at times), so the growth bound takes the least of three runs; every run must collect nothing.
     const n = 1_000_000;
-    const off = await measure(n, false);
+    const runs = [await measure(n, false), await measure(n, false), await measure(n, false)];
     // The measurement sees allocation: the same loop with one small object per record.
     const control = await measure(n, true);
     expect(control.grown > 1_000_000 || control.collections > 0).toBe(true);
-    expect(off.collections).toBe(0);
-    expect(off.grown).toBeLessThan(n / 4); // under a quarter of a byte per record
+    expect(runs.map((run) => run.collections)).toEqual([0, 0, 0]);
+    expect(Math.min(...runs.map((run) => run.grown))).toBeLessThan(n / 4); // under a quarter of a byte per record
   });
 
   it("a result built with the no-op span keeps its encoded headers object (nothing copied)", () => {
