@@ -2,6 +2,7 @@ import { Kafka, type KafkaConfig, type LogEntry, logLevel } from "kafkajs";
 import type { SluiceConfig } from "../../config/config-schema.js";
 import { fixAbortedTransactionOrder } from "../protocol/aborted-transaction-order.js";
 import { fixAddPartitionsErrors } from "../protocol/add-partitions-errors.js";
+import { fixProduceEncoding } from "../protocol/produce-encoding.js";
 import { denialLogTap } from "./kafka-failure.js";
 import { type KafkaLogSink, kafkaLogCreator, kafkaLogLevel } from "./kafka-log.js";
 import { kafkaSecurityOptions } from "./kafka-security.js";
@@ -89,6 +90,8 @@ function buildKafka(
   fixAbortedTransactionOrder();
   // A refused topic in a transaction is reported as itself, not as "operation not attempted".
   fixAddPartitionsErrors();
+  // Produce requests in one pass with a native CRC-32C (the Kafka path's largest per-record cost).
+  fixProduceEncoding();
   const failures = denialLogTap();
   const kafka = new Kafka({
     ...kafkaConfig,
