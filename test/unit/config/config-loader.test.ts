@@ -35,7 +35,7 @@ describe("loadConfig", () => {
       maxBatchTokens: 8192,
       maxWaitMs: 10,
       maxInFlightBatches: 2,
-      maxQueuedRecords: 2000,
+      maxQueuedRecords: 8000,
       bucketing: true,
     });
     expect(config.delivery.commitIntervalMs).toBe(100);

@@ -50,7 +50,7 @@ describe("resolveProcessorOptions", () => {
     const o = resolveProcessorOptions(base);
     expect(o.maxInFlightBatches).toBe(2);
     expect(o.commitIntervalMs).toBe(100);
-    expect(o.maxQueuedRecords).toBe(2000);
+    expect(o.maxQueuedRecords).toBe(8000);
     expect(o.defaultTimeoutMs).toBe(30_000);
   });
 
