@@ -24,22 +24,8 @@ export class NoopModel implements ModelPort {
     }
   }
 
-  /**
-   * Whitespace-separated words + 2, 0 for a blank or non-string text: what `text.trim().split(/\s+/)`
-   * counts, without building the words (the no-op model should cost the Kafka path nothing).
-   */
   countTokens(text: string): number {
-    if (typeof text !== "string") return 0;
-    let words = 0;
-    let inWord = false;
-    for (let i = 0; i < text.length; i++) {
-      if (isWhitespace(text.charCodeAt(i))) inWord = false;
-      else if (!inWord) {
-        inWord = true;
-        words++;
-      }
-    }
-    return words > 0 ? words + 2 : 0;
+    return typeof text === "string" && text.trim().length > 0 ? text.trim().split(/\s+/).length + 2 : 0;
   }
 
   async run(texts: readonly unknown[]): Promise<{ outcomes: ItemOutcome[]; stats: ModelCallStats }> {
@@ -49,8 +35,9 @@ export class NoopModel implements ModelPort {
       if (typeof text !== "string") {
         return { ok: false, code: "INVALID_TEXT", message: `text must be a string, got ${typeof text}` };
       }
+      if (text.trim().length === 0)
+        return { ok: false, code: "EMPTY_TEXT", message: "text is empty or only whitespace" };
       const count = this.countTokens(text);
-      if (count === 0) return { ok: false, code: "EMPTY_TEXT", message: "text is empty or only whitespace" };
       tokens += count;
       return {
         ok: true,
@@ -77,21 +64,4 @@ function zeros(n: number): number[] {
   const out: number[] = [];
   for (let i = 0; i < n; i++) out.push(0);
   return out;
-}
-
-/** What `\s` matches in a JavaScript regular expression (WhiteSpace and LineTerminator). */
-function isWhitespace(c: number): boolean {
-  if (c <= 0x20) return c === 0x20 || (c >= 0x09 && c <= 0x0d);
-  if (c < 0xa0) return false;
-  return (
-    c === 0xa0 ||
-    c === 0x1680 ||
-    (c >= 0x2000 && c <= 0x200a) ||
-    c === 0x2028 ||
-    c === 0x2029 ||
-    c === 0x202f ||
-    c === 0x205f ||
-    c === 0x3000 ||
-    c === 0xfeff
-  );
 }
