@@ -77,9 +77,21 @@ function loadKafkajs(): Kafkajs {
   const root = join(dirname(require.resolve("kafkajs")), "src");
   const Encoder = require(join(root, "protocol", "encoder.js")) as Kafkajs["Encoder"];
   const Long = require(join(root, "utils", "long.js")) as { fromValue: Kafkajs["fromValue"] };
-  const { crc32c } = require("@node-rs/crc32") as { crc32c: (data: Uint8Array) => number };
-  kafkajs = { Encoder, fromValue: (value) => Long.fromValue(value), crc32c: (data) => crc32c(data) };
+  kafkajs = { Encoder, fromValue: (value) => Long.fromValue(value), crc32c: loadCrc32c(require, root) };
   return kafkajs;
+}
+
+/**
+ * The native CRC-32C of `@node-rs/crc32`; on a platform without its prebuilt binary, kafkajs's own
+ * JavaScript one (the same checksum, only slower), so a missing binary never stops a producer.
+ */
+function loadCrc32c(require: NodeJS.Require, root: string): Kafkajs["crc32c"] {
+  try {
+    const { crc32c } = require("@node-rs/crc32") as { crc32c: (data: Uint8Array) => number };
+    return (data) => crc32c(data);
+  } catch {
+    return require(join(root, "protocol", "recordBatch", "crc32C", "index.js")) as Kafkajs["crc32c"];
+  }
 }
 
 /** Wraps kafkajs's Produce protocol lookup so versions 3–7 encode with `encodeProduceRequest`. */

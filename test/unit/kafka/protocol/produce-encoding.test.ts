@@ -127,6 +127,20 @@ describe("encodeProduceRequest", () => {
   });
 });
 
+describe("the CRC-32C", () => {
+  it("the native one and kafkajs's JavaScript one (the fallback) agree", () => {
+    const kafkajsCrc = require(join(root, "protocol", "recordBatch", "crc32C", "index.js")) as (
+      b: Buffer,
+    ) => number;
+    const { crc32c } = require("@node-rs/crc32") as { crc32c: (b: Uint8Array) => number };
+    const r = random(99);
+    for (const size of [0, 1, 7, 8, 63, 64, 1000, 65_537]) {
+      const data = Buffer.from(Array.from({ length: size }, () => Math.floor(r() * 256)));
+      expect(crc32c(data), `size ${size}`).toBe(kafkajsCrc(data));
+    }
+  });
+});
+
 describe("fixProduceEncoding", () => {
   it("replaces encode for v3–v7 without compression; v2 and compressed requests keep kafkajs's", async () => {
     const now = 1_733_300_000_000;
