@@ -254,6 +254,12 @@ interface Run {
   readerWindow: number;
   restWindow: number;
   windowS: number;
+  /**
+   * From the process's spawn to the last result, s: start-up, the group join and the whole drain. The
+   * window alone can flatter a side that takes in much of the backlog before its first result commits
+   * (larger fetches do), so the report gives both.
+   */
+  spanS: number;
   summary: CounterSummary;
   /** Kafka Streams' own counts, or whether the serve log has the no-op line. */
   note: string;
@@ -393,6 +399,7 @@ async function runOnce(bench: Bench, mode: Mode, side: Side, round: number, atte
   const logPath = join(bench.dir, `${base}.log`);
   let peerLine: Record<string, unknown> | undefined;
   let child: ChildProcess;
+  const spawnedMs = Date.now();
   if (side === "sluice") {
     const config = join(bench.dir, `${base}.yaml`);
     writeFileSync(config, serveConfig(mode, base, b.topic, results, bench));
@@ -458,6 +465,7 @@ async function runOnce(bench: Bench, mode: Mode, side: Side, round: number, atte
     restWindow:
       cpu.between("machine", from, to) - (proc as number) - (reader as number) - ((broker as number) || 0),
     windowS,
+    spanS: Math.max(0.001, (to - spawnedMs) / 1000),
     summary,
     note:
       side !== "sluice"
@@ -624,9 +632,11 @@ function ratioLine(rs: Run[], side: Side): string {
     s && k ? k.cpuWindow / k.summary.distinct / (s.cpuWindow / s.summary.distinct) : Number.NaN,
   );
   const worst = Math.min(...rate);
+  const span = pairs.map(({ s, k }) => (s && k ? k.spanS / s.spanS : Number.NaN));
   return (
     `Sluice ÷ ${sideLabel(side)}, results/s, per round: ${rate.map((x) => `×${f2(x)}`).join(", ")}; **median ×${f2(median(rate))}**, worst round ${rounds[rate.indexOf(worst)]} (×${f2(worst)}). ` +
-    `Its CPU per result ÷ Sluice's (in the window): ${cpu.map((x) => `×${f2(x)}`).join(", ")}; median ×${f2(median(cpu))}.`
+    `Its CPU per result ÷ Sluice's (in the window): ${cpu.map((x) => `×${f2(x)}`).join(", ")}; median ×${f2(median(cpu))}. ` +
+    `Its time from spawn to the last result ÷ Sluice's: ${span.map((x) => `×${f2(x)}`).join(", ")}; median ×${f2(median(span))}.`
   );
 }
 
@@ -644,7 +654,7 @@ function report(
     `One backlog per mode, produced once before the runs: ${RECORDS} requests over ${PARTITIONS} partitions, keyed by id (text: corpus paragraphs of ${percentile(c.words, 50)} / ${percentile(c.words, 90)} / ${percentile(c.words, 99)} words at p50 / p90 / p99; tensor: one-row iris V2 requests). Every run reads the whole backlog from its start with a fresh consumer group / application id and fresh output topics; within a round the sides take turns (Sluice first in odd rounds, last in even ones)${WARMUP ? ", after one unreported warm-up round of every side on the broker" : ""}. Every process starts cold (a fresh JVM, a fresh Node.js).`,
     `**Sluice**: \`node bin/sluice.js serve\` as its own process, defaults (transactions on, \`delivery.commitIntervalMs\` 100, \`model.workers\` auto) but for the topics, the group, \`delivery.defaultTimeoutMs\` (a day, so no backlog request expires) and the model: the no-op model (src/model/noop-model.ts, handed to serve by bench/noop-serve.ts) with JSON in and out, or the logistic regression (\`model.task: tensor\`) with V2 JSON in and out. ` +
       `**Kafka Streams** 3.9.1 (bench/kafka-streams/, ${c.java}, JVM defaults): \`processing.guarantee=exactly_once_v2\`, default \`commit.interval.ms\` (100 under EOS), \`num.stream.threads\` ${threads} (separate runs), a logged in-memory dedup store keyed by request id, one result per record in Sluice's shape (a zero embedding of 384 floats, or the same logistic regression in float32).`,
-    `Rate = results from the first to the last one a read_committed reader (the Java client, its own process) sees. CPU = utime + stime from /proc: the process from its start (start-up included) and within that window; the broker's and the reader's in the window; rest = the machine's other busy CPU in the window (the bench itself and whatever else runs on the machine; each run starts after 3 s with less than ${QUIET_CORES} of a core busy besides the broker, waiting at most ${QUIET_WAIT_MS / 1000} s, else it is marked "not quiet"; a run during which the rest averaged more than ${MAX_REST_CORES} cores is run again, at most ${ATTEMPTS} attempts, and the least crowded attempt is the one shown, its number in "attempt"). Exactly once = every request id exactly once among the committed results, all \`ok\`.`,
+    `Rate = results from the first to the last one a read_committed reader (the Java client, its own process) sees; spawn → last result = from the side's process spawn to that last result (start-up, group join and the whole drain: a side that takes in much of the backlog before its first result commits looks faster in the window than it is). CPU = utime + stime from /proc: the process from its start (start-up included) and within that window; the broker's and the reader's in the window; rest = the machine's other busy CPU in the window (the bench itself and whatever else runs on the machine; each run starts after 3 s with less than ${QUIET_CORES} of a core busy besides the broker, waiting at most ${QUIET_WAIT_MS / 1000} s, else it is marked "not quiet"; a run during which the rest averaged more than ${MAX_REST_CORES} cores is run again, at most ${ATTEMPTS} attempts, and the least crowded attempt is the one shown, its number in "attempt"). Exactly once = every request id exactly once among the committed results, all \`ok\`.`,
   ];
   for (const mode of MODES) {
     const rs = runs.filter((r) => r.mode === mode);
@@ -653,11 +663,11 @@ function report(
       "",
       `### ${mode === "noop" ? "No-op model: the Kafka path alone (text requests, JSON results)" : "Logistic regression (V2 JSON tensor requests and results)"}`,
       "",
-      "| round | side | results/s | CPU-s from start | CPU-s in window | CPU-ms / 1k results | broker CPU-s | reader CPU-s | rest CPU-s (cores) | window s | attempt | exactly once | load (1 min) at start |",
-      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
+      "| round | side | results/s | CPU-s from start | CPU-s in window | CPU-ms / 1k results | broker CPU-s | reader CPU-s | rest CPU-s (cores) | window s | spawn → last result s | attempt | exactly once | load (1 min) at start |",
+      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
       ...rs.map(
         (r) =>
-          `| ${r.round} | ${sideLabel(r.side)}${r.quiet ? "" : " (not quiet)"} | ${r.rate.toFixed(0)} | ${f2(r.cpuTotal)} | ${f2(r.cpuWindow)} | ${((r.cpuWindow * 1e6) / Math.max(1, r.summary.distinct)).toFixed(0)} | ${f2(r.brokerWindow)} | ${f2(r.readerWindow)} | ${f2(r.restWindow)} (${f2(restCores(r))}) | ${f2(r.windowS)} | ${r.attempts ?? 1} | ${exactlyOnce(r)} | ${r.load.split(" / ")[0]} |`,
+          `| ${r.round} | ${sideLabel(r.side)}${r.quiet ? "" : " (not quiet)"} | ${r.rate.toFixed(0)} | ${f2(r.cpuTotal)} | ${f2(r.cpuWindow)} | ${((r.cpuWindow * 1e6) / Math.max(1, r.summary.distinct)).toFixed(0)} | ${f2(r.brokerWindow)} | ${f2(r.readerWindow)} | ${f2(r.restWindow)} (${f2(restCores(r))}) | ${f2(r.windowS)} | ${f2(r.spanS)} | ${r.attempts ?? 1} | ${exactlyOnce(r)} | ${r.load.split(" / ")[0]} |`,
       ),
       "",
       ...KSTREAMS_THREADS.map((n) => `- ${ratioLine(rs, `kstreams-${n}`)}`),
