@@ -2,7 +2,8 @@
 # Side-by-side check of a benchmark against an earlier commit (for refactors): builds REV in a temporary
 # git worktree, then alternates a reduced run of BENCH for REV and for the working tree, ROUNDS times, on
 # one broker, and prints each run's rows. Measures, never asserts; it writes no BENCHMARKS.md section
-# (the worktree's copy is thrown away; the working tree's is restored).
+# (the worktree's copy is thrown away; the working tree's is restored). Do not edit BENCHMARKS.md while
+# it runs: the copy saved at its start is written back at its end, over any edit made in between.
 #   BENCH = pipeline: bench:pipeline's throughput rows (3000-record drains, 300-record baseline, 5000
 #           no-op records, 10 s latency rows, no commit-interval rows; env overrides them);
 #           slo: bench:slo's tables (env BENCH_SLO_* as bench/slo-bench.ts reads them; default here
@@ -49,6 +50,7 @@ ln -s "$root/node_modules" "$other/node_modules"
 (cd "$other" && npx tsc -p tsconfig.build.json)
 (cd "$root" && npm run build --silent)
 cp "$root/BENCHMARKS.md" "$other.BENCHMARKS.md"
+echo "bench/ab.sh: BENCHMARKS.md is saved now and written back at the end; edits to it until then are lost" >&2
 for round in $(seq 1 "$rounds"); do
   for side in "$rev" working-tree; do
     dir="$root"; [ "$side" = "$rev" ] && dir="$other"
