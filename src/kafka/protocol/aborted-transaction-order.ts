@@ -1,5 +1,4 @@
-import { createRequire } from "node:module";
-import { dirname, join } from "node:path";
+import { kafkajsModule } from "./kafkajs-module.js";
 
 /**
  * Replaces kafkajs 2.2.4's read_committed filtering of aborted records with the Java client's
@@ -118,15 +117,13 @@ function filterPartition(partition: DecodedPartition): void {
 }
 
 export function fixAbortedTransactionOrder(): void {
-  const require = createRequire(import.meta.url);
-  const root = dirname(require.resolve("kafkajs"));
   // Fetch v4 introduced aborted transactions; kafkajs 2.2.4 speaks up to v11. Some versions re-export
   // an older version's decode (v6 = v5, v9 = v8, v10 = v9): the marker keeps those from being wrapped
   // twice, and the filter is idempotent anyway (it empties the list it consumed).
   for (let v = 4; v <= 11; v++) {
     let mod: { decode?: Decode };
     try {
-      mod = require(join(root, "src", "protocol", "requests", "fetch", `v${v}`, "response.js"));
+      mod = kafkajsModule("protocol", "requests", "fetch", `v${v}`, "response.js");
     } catch {
       continue; // a kafkajs without this version: nothing to patch
     }

@@ -1,5 +1,4 @@
-import { createRequire } from "node:module";
-import { dirname, join } from "node:path";
+import { kafkajsModule } from "./kafkajs-module.js";
 
 /**
  * kafkajs 2.2.4 answers an AddPartitionsToTxn response with the error of its *first* failed
@@ -20,15 +19,14 @@ interface PartitionsResponse {
 type Parse = ((data: PartitionsResponse) => Promise<unknown>) & { [WRAPPED]?: true };
 
 export function fixAddPartitionsErrors(): void {
-  const require = createRequire(import.meta.url);
-  const root = join(dirname(require.resolve("kafkajs")), "src", "protocol");
-  const { createErrorFromCode } = require(join(root, "error.js")) as {
-    createErrorFromCode: (code: number) => Error;
-  };
+  const { createErrorFromCode } = kafkajsModule<{ createErrorFromCode: (code: number) => Error }>(
+    "protocol",
+    "error.js",
+  );
   for (const v of [0, 1]) {
     let mod: { parse?: Parse };
     try {
-      mod = require(join(root, "requests", "addPartitionsToTxn", `v${v}`, "response.js"));
+      mod = kafkajsModule("protocol", "requests", "addPartitionsToTxn", `v${v}`, "response.js");
     } catch {
       continue; // a kafkajs without this version: nothing to patch
     }

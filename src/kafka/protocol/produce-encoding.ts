@@ -1,5 +1,5 @@
 import { createRequire } from "node:module";
-import { dirname, join } from "node:path";
+import { kafkajsModule } from "./kafkajs-module.js";
 
 /**
  * Encodes kafkajs 2.2.4's Produce requests (v3–v7, uncompressed) in one pass into one exact-size
@@ -73,11 +73,9 @@ let kafkajs: Kafkajs | undefined;
 /** kafkajs's own Encoder and Long (the request must be the Encoder kafkajs's framing expects). */
 function loadKafkajs(): Kafkajs {
   if (kafkajs) return kafkajs;
-  const require = createRequire(import.meta.url);
-  const root = join(dirname(require.resolve("kafkajs")), "src");
-  const Encoder = require(join(root, "protocol", "encoder.js")) as Kafkajs["Encoder"];
-  const Long = require(join(root, "utils", "long.js")) as { fromValue: Kafkajs["fromValue"] };
-  kafkajs = { Encoder, fromValue: (value) => Long.fromValue(value), crc32c: loadCrc32c(require, root) };
+  const Encoder = kafkajsModule<Kafkajs["Encoder"]>("protocol", "encoder.js");
+  const Long = kafkajsModule<{ fromValue: Kafkajs["fromValue"] }>("utils", "long.js");
+  kafkajs = { Encoder, fromValue: (value) => Long.fromValue(value), crc32c: loadCrc32c() };
   return kafkajs;
 }
 
@@ -85,20 +83,20 @@ function loadKafkajs(): Kafkajs {
  * The native CRC-32C of `@node-rs/crc32`; on a platform without its prebuilt binary, kafkajs's own
  * JavaScript one (the same checksum, only slower), so a missing binary never stops a producer.
  */
-function loadCrc32c(require: NodeJS.Require, root: string): Kafkajs["crc32c"] {
+function loadCrc32c(): Kafkajs["crc32c"] {
   try {
-    const { crc32c } = require("@node-rs/crc32") as { crc32c: (data: Uint8Array) => number };
+    const { crc32c } = createRequire(import.meta.url)("@node-rs/crc32") as {
+      crc32c: (data: Uint8Array) => number;
+    };
     return (data) => crc32c(data);
   } catch {
-    return require(join(root, "protocol", "recordBatch", "crc32C", "index.js")) as Kafkajs["crc32c"];
+    return kafkajsModule<Kafkajs["crc32c"]>("protocol", "recordBatch", "crc32C", "index.js");
   }
 }
 
 /** Wraps kafkajs's Produce protocol lookup so versions 3–7 encode with `encodeProduceRequest`. */
 export function fixProduceEncoding(): void {
-  const require = createRequire(import.meta.url);
-  const root = join(dirname(require.resolve("kafkajs")), "src", "protocol", "requests");
-  const mod = require(join(root, "produce", "index.js")) as { protocol: Protocol };
+  const mod = kafkajsModule<{ protocol: Protocol }>("protocol", "requests", "produce", "index.js");
   const original = mod.protocol;
   if (original[WRAPPED]) return;
   const lib = loadKafkajs();
@@ -140,33 +138,34 @@ export function encodeProduceRequest(args: ProduceRequestArgs, nowMs: number): B
     for (const p of t.partitions) size += 4 + 4 + 8 + 4 + p.batchLength;
   }
   const out = Buffer.allocUnsafe(size);
-  let o = writeInt16(out, 0, txId === null ? -1 : txId.length);
+  let o = out.writeInt16BE(txId === null ? -1 : txId.length, 0);
   if (txId) o += txId.copy(out, o);
-  o = writeInt16(out, o, args.acks);
+  o = out.writeInt16BE(args.acks, o);
   o = out.writeInt32BE(args.timeout, o);
   o = out.writeInt32BE(topics.length, o);
   const producerId = lib.fromValue(args.producerId ?? -1);
+  const firstOffset = lib.fromValue(0);
   const transactional = args.transactionalId ? TRANSACTIONAL_MASK : 0;
   for (const t of topics) {
-    o = writeInt16(out, o, t.name.length);
+    o = out.writeInt16BE(t.name.length, o);
     o += t.name.copy(out, o);
     o = out.writeInt32BE(t.partitions.length, o);
     for (const p of t.partitions) {
       o = out.writeInt32BE(p.partition, o);
       o = out.writeInt32BE(8 + 4 + p.batchLength, o); // the record set: firstOffset, length, batch
-      o = writeLong(out, o, lib.fromValue(0)); // firstOffset
+      o = writeLong(out, o, firstOffset);
       o = out.writeInt32BE(p.batchLength, o);
       o = out.writeInt32BE(0, o); // partitionLeaderEpoch
       o = out.writeInt8(MAGIC, o);
       const crcAt = o;
       o += 4;
       const bodyStart = o;
-      o = writeInt16(out, o, transactional); // attributes: no compression, create time
+      o = out.writeInt16BE(transactional, o); // attributes: no compression, create time
       o = out.writeInt32BE(p.records.length - 1, o); // lastOffsetDelta
       o = writeLong(out, o, lib.fromValue(p.firstTimestamp));
       o = writeLong(out, o, lib.fromValue(p.maxTimestamp));
       o = writeLong(out, o, producerId);
-      o = writeInt16(out, o, args.producerEpoch ?? 0);
+      o = out.writeInt16BE(args.producerEpoch ?? 0, o);
       o = out.writeInt32BE(p.firstSequence, o);
       o = out.writeInt32BE(p.records.length, o);
       for (const r of p.records) o = writeRecord(out, o, r);
@@ -263,10 +262,6 @@ function headerValue(v: Buffer | string | undefined): Buffer {
   // kafkajs sizes a header with Buffer.byteLength(value), which throws for undefined or null.
   if (v == null) throw new TypeError(`header value must be a string or a Buffer, got ${String(v)}`);
   return Buffer.isBuffer(v) ? v : Buffer.from(String(v), "utf8");
-}
-
-function writeInt16(out: Buffer, at: number, v: number): number {
-  return out.writeInt16BE(v, at);
 }
 
 function writeLong(out: Buffer, at: number, v: LongLike): number {
