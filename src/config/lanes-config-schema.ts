@@ -28,6 +28,12 @@ export const lanesSchema = z
       .describe(
         "The backfill lane's CPU budget, cores (0.05..1024): the backfill model calls' measured CPU plus the main thread's work for backfill records stays within it whatever the scheduler does, so the online lane and the node's other processes keep the rest; the SLO guard lowers it further while it throttles (and applies it: lanes.guard false turns it off). auto = half the cores the process may use (its cgroup quota, its affinity). Instances that share a node share it: give each its part (docs/lanes.md).",
       ),
+    cpuHeadroomCores: z
+      .union([z.literal("auto"), z.number().min(0).max(1024)])
+      .default("auto")
+      .describe(
+        "Idle CPU the backfill lane leaves, cores (0..1024; 0 = off): while less than this is idle on the machine (or under the container's CPU quota), the backfill lane's CPU budget shrinks, so the broker, the online lane of every instance and sidecars get a CPU the moment they wake. Instances that share the machine each keep it, and together leave about this much idle. auto = a quarter of that CPU (docs/lanes.md, \"Headroom\").",
+      ),
   })
   .describe("How the online and backfill lanes share an instance (docs/lanes.md).");
 
@@ -40,6 +46,18 @@ export const AUTO_BACKFILL_CPU_SHARE = 0.5;
  */
 export function backfillCpuCores(setting: number | "auto", cores: number): number {
   return setting === "auto" ? AUTO_BACKFILL_CPU_SHARE * cores : setting;
+}
+
+/** The share of the machine's (or the container's) CPU that `lanes.cpuHeadroomCores: auto` keeps idle. */
+export const AUTO_CPU_HEADROOM_SHARE = 0.25;
+
+/**
+ * `lanes.cpuHeadroomCores` in cores: a number as it is, `auto` = AUTO_CPU_HEADROOM_SHARE of
+ * `capacityCores` (the CPU the idle time is counted against: the machine's CPUs, or the cgroup
+ * quota; src/model/idle-cpu-meter.ts). The one home of this rule (docs/lanes.md).
+ */
+export function cpuHeadroomCores(setting: number | "auto", capacityCores: number): number {
+  return setting === "auto" ? AUTO_CPU_HEADROOM_SHARE * capacityCores : setting;
 }
 
 /**

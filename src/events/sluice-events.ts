@@ -108,6 +108,8 @@ export interface SluiceEventMap {
     estimateMs?: number;
     targetMs: number;
     backfillModelShare: number;
+    /** The share of the backfill lane's CPU budget the headroom leaves it (src/processor/cpu-headroom.ts). */
+    cpuHeadroomShare: number;
     transition?: "engaged" | "released" | "unmeetable";
   };
   /** One LagMonitor sample of a consumer group, read from the broker (see docs/observability.md). */

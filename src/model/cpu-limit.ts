@@ -4,7 +4,8 @@ import { availableParallelism } from "node:os";
 /** Reads a file's text, or undefined when it does not exist or cannot be read (a seam for tests). */
 export type FileReader = (path: string) => string | undefined;
 
-const readText: FileReader = (path) => {
+/** Reads a file's text, or undefined when it does not exist or cannot be read. */
+export const readText: FileReader = (path) => {
   try {
     return readFileSync(path, "utf8");
   } catch {

@@ -20,6 +20,7 @@ export class GuardMetrics {
         g.allowance.set(e.allowance);
         g.target.set(e.targetMs / 1000);
         g.backfillModelShare.set(e.backfillModelShare);
+        g.cpuHeadroomShare.set(e.cpuHeadroomShare);
         if (e.estimateMs !== undefined) g.estimate.set(e.estimateMs / 1000);
         else g.estimate.reset();
         if (e.transition !== undefined) g.transitions.inc({ transition: e.transition });
@@ -33,6 +34,7 @@ interface GuardFamily {
   estimate: Gauge;
   target: Gauge;
   backfillModelShare: Gauge;
+  cpuHeadroomShare: Gauge;
   transitions: Counter<"transition">;
 }
 
@@ -56,6 +58,11 @@ function guardFamily(registers: Registry[]): GuardFamily {
     backfillModelShare: new Gauge({
       name: "sluice_backfill_model_share_ratio",
       help: "The backfill lane's share of the model's busy time over the guard's 3 s window (0..1).",
+      registers,
+    }),
+    cpuHeadroomShare: new Gauge({
+      name: "sluice_backfill_cpu_headroom_ratio",
+      help: "The share of the backfill lane's CPU budget that lanes.cpuHeadroomCores leaves it: below 1 while the machine (or the container's quota) has less idle CPU than that (docs/lanes.md, Headroom).",
       registers,
     }),
     transitions: new Counter({

@@ -1,10 +1,12 @@
-import { backfillCpuCores, onlineLatencyTargetMs } from "../config/lanes-config-schema.js";
+import { backfillCpuCores, cpuHeadroomCores, onlineLatencyTargetMs } from "../config/lanes-config-schema.js";
 import type { BackfillLimits, ModelBackfillLimits } from "../contracts/backfill-limits.js";
 import type { SluiceEvents } from "../events/sluice-events.js";
 import { cpuLimit } from "../model/cpu-limit.js";
+import { IdleCpuMeter } from "../model/idle-cpu-meter.js";
 import { mainThreadCpuMs } from "../model/thread-cpu-clock.js";
 import type { Clock } from "../time/clock.js";
 import { BackfillGuard, backfillLimits, GUARD, type GuardTarget } from "./backfill-guard.js";
+import { CpuHeadroom } from "./cpu-headroom.js";
 import type { ProcessorLog, ProcessorSettings } from "./stream-processor-options.js";
 
 /**
@@ -39,6 +41,13 @@ export interface BackfillThrottleContext {
   cpuCores: number;
   /** CPU the main thread has used so far, ms (thread-cpu-clock.ts `mainThreadCpuMs`; a seam for tests). */
   mainThreadCpuMs(): number;
+  /** Idle CPU the backfill lane leaves, cores (`lanes.cpuHeadroomCores`, resolved; 0 = off). */
+  headroomCores: number;
+  /**
+   * Idle CPU of the machine (or the container's quota) since the previous call, cores; undefined when
+   * it cannot be read (src/model/idle-cpu-meter.ts `IdleCpuMeter.idleCores`; a seam for tests).
+   */
+  idleCores(): number | undefined;
   levers: BackfillLeverTargets;
 }
 
@@ -56,6 +65,7 @@ const CPU_REAPPLY_SHARE = 0.05;
  */
 export class BackfillThrottle {
   private readonly guard: BackfillGuard;
+  private readonly headroom: CpuHeadroom;
   private limits: BackfillLimits;
   /** The allowance `limits` were made from. */
   private limitsAllowance: number;
@@ -77,6 +87,7 @@ export class BackfillThrottle {
 
   constructor(private readonly ctx: BackfillThrottleContext) {
     this.guard = new BackfillGuard(ctx.target);
+    this.headroom = new CpuHeadroom(ctx.headroomCores);
     this.limitsAllowance = this.guard.allowance;
     this.limits = backfillLimits(this.limitsAllowance, ctx.maxInFlightBatches);
   }
@@ -89,14 +100,24 @@ export class BackfillThrottle {
     settings: ProcessorSettings,
     ctx: Omit<
       BackfillThrottleContext,
-      "target" | "maxInFlightBatches" | "isOnlineTopic" | "cpuCores" | "mainThreadCpuMs"
+      | "target"
+      | "maxInFlightBatches"
+      | "isOnlineTopic"
+      | "cpuCores"
+      | "mainThreadCpuMs"
+      | "headroomCores"
+      | "idleCores"
     >,
   ): BackfillThrottle | undefined {
     if (settings.backfillTopics.length === 0 || !settings.backfillGuard) return undefined;
+    const limit = cpuLimit();
+    const idle = new IdleCpuMeter(limit);
     return new BackfillThrottle({
       ...ctx,
       target: onlineLatencyTargetMs(settings.onlineLatencyTargetMs, settings),
-      cpuCores: backfillCpuCores(settings.backfillCpuCores, cpuLimit().cores),
+      cpuCores: backfillCpuCores(settings.backfillCpuCores, limit.cores),
+      headroomCores: cpuHeadroomCores(settings.cpuHeadroomCores, idle.capacityCores),
+      idleCores: () => idle.idleCores(),
       maxInFlightBatches: settings.maxInFlightBatches,
       isOnlineTopic: (topic) => !settings.backfillTopics.includes(topic),
       mainThreadCpuMs,
@@ -112,6 +133,7 @@ export class BackfillThrottle {
     this.running = true;
     const { events, clock } = this.ctx;
     this.mainCpu = { atMs: clock.now(), cpuMs: this.ctx.mainThreadCpuMs(), records: 0, backfillRecords: 0 };
+    this.headroom.observe(clock.now(), this.ctx.idleCores()); // the first reading: where idle time counts from
     this.apply(this.limits);
     this.unsubscribe.push(
       events.on("record.outcome", (e) => {
@@ -167,6 +189,7 @@ export class BackfillThrottle {
     this.guard.observeInFlight(this.ctx.oldestOnlineInFlightMs());
     const state = this.guard.tick(this.ctx.clock.now());
     this.measureMainThread();
+    this.headroom.observe(this.ctx.clock.now(), this.ctx.idleCores());
     this.follow(state.allowance);
     // The main thread's part moves the model's cores every tick: hand them over when they moved.
     const cores = this.modelCpuCores(this.limits);
@@ -175,6 +198,7 @@ export class BackfillThrottle {
     const { transition, estimateMs, ...rest } = state;
     this.ctx.events.emit("guard.adjusted", {
       ...rest,
+      cpuHeadroomShare: this.headroom.share,
       ...(estimateMs === undefined ? {} : { estimateMs }),
       ...(transition === undefined ? {} : { transition }),
     });
@@ -215,9 +239,12 @@ export class BackfillThrottle {
     this.mainCpu = { atMs: now, cpuMs, records: 0, backfillRecords: 0 };
   }
 
-  /** What the model's backfill calls may use: the lane's budget × `cpuShare`, less the main thread's part. */
+  /**
+   * What the model's backfill calls may use: the lane's budget × `cpuShare` × the headroom's share,
+   * less the main thread's part.
+   */
   private modelCpuCores(limits: BackfillLimits): number {
-    return Math.max(0, limits.cpuShare * this.ctx.cpuCores - this.mainBackfillCores);
+    return Math.max(0, limits.cpuShare * this.ctx.cpuCores * this.headroom.share - this.mainBackfillCores);
   }
 
   /** The one place the levers are applied: each part gets its own, as the table made it. */

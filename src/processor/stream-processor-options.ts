@@ -71,6 +71,8 @@ export interface ProcessorSettings {
   backfillCommitIntervalMs: number;
   /** The backfill lane's CPU budget, cores, or auto (`backfillCpuCores` in lanes-config-schema.ts). */
   backfillCpuCores: number | "auto";
+  /** Idle CPU the backfill lane leaves, cores, or auto (`cpuHeadroomCores` in lanes-config-schema.ts). */
+  cpuHeadroomCores: number | "auto";
 }
 
 /** Where each setting lives in the configuration (the one home of its default and rules). */
@@ -112,6 +114,7 @@ const SETTING_KEYS = {
   onlineLatencyTargetMs: ["lanes", "onlineLatencyTargetMs"],
   backfillCommitIntervalMs: ["lanes", "backfillCommitIntervalMs"],
   backfillCpuCores: ["lanes", "backfillCpuCores"],
+  cpuHeadroomCores: ["lanes", "cpuHeadroomCores"],
 } as const satisfies Record<keyof ProcessorSettings, readonly [string, string]>;
 
 type SettingName = keyof typeof SETTING_KEYS;

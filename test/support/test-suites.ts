@@ -52,6 +52,8 @@ export const SCENARIO_TESTS = [
 export const CPU_TESTS = [
   // The backfill CPU budget against a CPU-hungry neighbour process.
   "test/integration/backfill-cpu-budget.test.ts",
+  // The backfill lane's headroom: idle CPU kept beside a CPU-hungry neighbour process.
+  "test/integration/backfill-cpu-headroom.test.ts",
   // The online tail in the first seconds of a backfill (a CPU-heavy model, a submit process).
   "test/integration/processor-guard-start.test.ts",
 ];

@@ -102,6 +102,7 @@ describe("LiveSnapshot", () => {
       estimateMs: 150,
       targetMs: 200,
       backfillModelShare: 0.4,
+      cpuHeadroomShare: 1,
     });
     // Model CPU reaches sluice_model_cpu_seconds_total through the events, as in serve.
     const inferred = (lane: "online" | "backfill", cpuMs: number) => ({

@@ -3,15 +3,21 @@ import type { ModelBackfillLimits } from "../../../src/contracts/backfill-limits
 import { SluiceEvents } from "../../../src/events/sluice-events.js";
 import { GUARD } from "../../../src/processor/backfill-guard.js";
 import { BackfillThrottle } from "../../../src/processor/backfill-throttle.js";
+import { HEADROOM } from "../../../src/processor/cpu-headroom.js";
 import { FakeClock } from "../../support/fake-clock.js";
 
 /**
  * A throttle with recording levers, a fake clock, online topic "in" and backfill topic "bf"; a CPU
- * budget of `cpuCores` and a main thread whose CPU is `mainCpu.ms`.
+ * budget of `cpuCores`, a main thread whose CPU is `mainCpu.ms`, and a machine whose idle CPU is
+ * `idle.cores` (none read when undefined) with `headroomCores` to keep idle.
  */
 function throttle(
   oldestOnline: () => number | undefined = () => undefined,
   budget: { cpuCores: number; mainCpu: { ms: number } } = { cpuCores: 1, mainCpu: { ms: 0 } },
+  machine: { headroomCores: number; idle: { cores: number | undefined } } = {
+    headroomCores: 0.5,
+    idle: { cores: undefined },
+  },
 ) {
   const clock = new FakeClock();
   const events = new SluiceEvents();
@@ -24,6 +30,8 @@ function throttle(
     target: 200,
     cpuCores: budget.cpuCores,
     mainThreadCpuMs: () => budget.mainCpu.ms,
+    headroomCores: machine.headroomCores,
+    idleCores: () => machine.idle.cores,
     maxInFlightBatches: 2,
     events,
     clock,
@@ -136,6 +144,60 @@ describe("BackfillThrottle: the guard's decisions reach the levers", () => {
     t.stop();
     // Stopped: no budget, so queued work can finish.
     expect(lastModel(applied)?.cpuCores).toBe(Number.POSITIVE_INFINITY);
+  });
+
+  it("keeps idle CPU for the machine: the budget shrinks while less than the headroom is idle, and returns when it is idle again", () => {
+    const idle = { cores: 1 as number | undefined };
+    const { t, clock, events, applied } = throttle(
+      undefined,
+      { cpuCores: 1, mainCpu: { ms: 0 } },
+      { headroomCores: 0.5, idle },
+    );
+    t.start();
+    const seen: number[] = [];
+    const off = events.on("guard.adjusted", (e) => seen.push(e.cpuHeadroomShare));
+    const ticks = (n: number) => {
+      for (let i = 0; i < n; i++) {
+        backfillBatch(events);
+        finish(events, "in", 5);
+        clock.advance(GUARD.tickMs);
+      }
+    };
+    ticks(20);
+    expect(lastModel(applied)?.cpuCores).toBeCloseTo(1, 6);
+    // Another process takes the machine: nothing is idle, and the backfill's budget falls to a
+    // sixteenth within a few seconds (halved at most every 500 ms), never to 0 on headroom alone.
+    idle.cores = 0;
+    ticks(20);
+    expect(lastModel(applied)?.cpuCores).toBeCloseTo(HEADROOM.floor, 6);
+    expect(seen.at(-1)).toBeCloseTo(HEADROOM.floor, 6);
+    // The guard's allowance is untouched: the online tail is calm.
+    expect(lastModel(applied)?.workerShare).toBe(1);
+    // Idle again: the share climbs back, 0.2 per second.
+    idle.cores = 1;
+    ticks(4);
+    expect(lastModel(applied)?.cpuCores).toBeLessThan(0.5);
+    ticks(24);
+    // Back at the whole budget (within the 5 % the throttle lets the model's cores move unapplied).
+    expect(lastModel(applied)?.cpuCores).toBeGreaterThan(0.95);
+    expect(seen.at(-1)).toBe(1);
+    off();
+    t.stop();
+  });
+
+  it("a machine whose idle CPU cannot be read leaves the budget as the guard made it", () => {
+    const { t, clock, events, applied } = throttle(undefined, undefined, {
+      headroomCores: 0.5,
+      idle: { cores: undefined },
+    });
+    t.start();
+    for (let i = 0; i < 20; i++) {
+      backfillBatch(events);
+      finish(events, "in", 5);
+      clock.advance(GUARD.tickMs);
+    }
+    expect(lastModel(applied)?.cpuCores).toBeCloseTo(1, 6);
+    t.stop();
   });
 
   it("a main thread busy with backfill records leaves the model's backfill calls nothing, not less than nothing", () => {
