@@ -32,9 +32,11 @@
  *        BENCH_SLO_ALONE_SECONDS (25); BENCH_SLO_ROWS (3000); BENCH_SLO_WINDOW_S (25);
  *        BENCH_SLO_WINDOW_DELAY_S (3); BENCH_SLO_DEADLINE_S (5);
  *        BENCH_SLO_VARIANTS ("nice"; the first gets BENCH_SLO_REPEATS, the others
- *        BENCH_SLO_REPEATS_OTHER (2), side by side in the same run): nice = the defaults (guard on,
- *        backfill workers at nice 10), shared = guard on, model.backfillWorkers 0 (backfill calls
- *        share the online workers), off = lanes.guard false and shared workers;
+ *        BENCH_SLO_REPEATS_OTHER (2, or "n:repeats" pairs as above), side by side in the same run):
+ *        nice = the defaults (guard on, backfill workers at nice 10, idle CPU kept by
+ *        lanes.cpuHeadroomCores auto), noheadroom = the defaults but lanes.cpuHeadroomCores 0,
+ *        shared = guard on, model.backfillWorkers 0 (backfill calls share the online workers),
+ *        off = lanes.guard false and shared workers;
  *        BENCH_SLO_OUTPUT (BENCHMARKS.md; "-" prints)
  *   smoke: BENCH_SLO_INSTANCES=1 BENCH_SLO_RATES=5 BENCH_SLO_REPEATS=1 BENCH_SLO_ALONE_SECONDS=4 \
  *          BENCH_SLO_ROWS=60 BENCH_SLO_WINDOW_S=4 BENCH_SLO_OUTPUT=- npm run bench:slo
@@ -79,21 +81,40 @@ const INSTANCES = list("BENCH_SLO_INSTANCES", "1,2").map(Number);
 const RATES = list("BENCH_SLO_RATES", "10").map(Number);
 /** Repeats of the first variant per instance count ("1:5,2:10"), or one number for every count. */
 const REPEATS_SPEC = process.env.BENCH_SLO_REPEATS ?? "1:5,2:10";
-const repeatsFor = (n: number): number => {
-  if (/^\d+$/.test(REPEATS_SPEC.trim())) return Number(REPEATS_SPEC);
-  const pair = list("BENCH_SLO_REPEATS", REPEATS_SPEC).find((p) => p.startsWith(`${n}:`));
+/** Repeats for `n` instances from a spec: one number for all, or "n:repeats" pairs (5 for an n not named). */
+const repeatsIn = (spec: string, n: number): number => {
+  if (/^\d+$/.test(spec.trim())) return Number(spec);
+  const pair = spec
+    .split(",")
+    .map((p) => p.trim())
+    .find((p) => p.startsWith(`${n}:`));
   return pair ? Number(pair.split(":")[1]) : 5;
 };
+const repeatsFor = (n: number): number => repeatsIn(REPEATS_SPEC, n);
 /** Repeats of the comparison variants (all but the first). */
-const REPEATS_OTHER = num("BENCH_SLO_REPEATS_OTHER", 2);
+const REPEATS_OTHER_SPEC = process.env.BENCH_SLO_REPEATS_OTHER ?? "2";
+const repeatsOther = (n: number): number => repeatsIn(REPEATS_OTHER_SPEC, n);
 const ALONE_SECONDS = num("BENCH_SLO_ALONE_SECONDS", 25);
 const ROWS = num("BENCH_SLO_ROWS", 3000);
 const WINDOW_MS = num("BENCH_SLO_WINDOW_S", 25) * 1000;
 const WINDOW_DELAY_MS = num("BENCH_SLO_WINDOW_DELAY_S", 3) * 1000;
 const DEADLINE_MS = num("BENCH_SLO_DEADLINE_S", 5) * 1000;
 /** What each variant sets on the served instances. */
-const VARIANT_SETTINGS: Record<string, { guard: boolean; backfillWorkers: string; label: string }> = {
-  nice: { guard: true, backfillWorkers: "auto", label: "defaults: guard on, backfill workers at nice 10" },
+const VARIANT_SETTINGS: Record<
+  string,
+  { guard: boolean; backfillWorkers: string; label: string; lanes?: string[] }
+> = {
+  nice: {
+    guard: true,
+    backfillWorkers: "auto",
+    label: "defaults: guard on, backfill workers at nice 10, `lanes.cpuHeadroomCores: auto`",
+  },
+  noheadroom: {
+    guard: true,
+    backfillWorkers: "auto",
+    label: "the defaults but `lanes.cpuHeadroomCores: 0` (no idle CPU kept)",
+    lanes: ["  cpuHeadroomCores: 0"],
+  },
   shared: {
     guard: true,
     backfillWorkers: "0",
@@ -219,7 +240,11 @@ async function main(): Promise<void> {
         const configPath = join(dir, `${base}.yaml`);
         writeFileSync(
           configPath,
-          benchConfigYaml(broker.brokers, base, ["model:", `  backfillWorkers: ${variant.backfillWorkers}`]),
+          benchConfigYaml(broker.brokers, base, [
+            "model:",
+            `  backfillWorkers: ${variant.backfillWorkers}`,
+            ...(variant.lanes ? ["lanes:", ...variant.lanes] : []),
+          ]),
         );
         log(`${mode} (${variant.label}), ${n} instance(s): starting sluice serve`);
         const serving = await startServing(configPath, n, variant.guard, dir);
@@ -242,7 +267,7 @@ async function main(): Promise<void> {
           await reader.waitFor(`${aloneRun}-`, ROWS, 900_000);
           const backfillAlone = rate(reader.entries(`${aloneRun}-`).map((e) => e.arrivedMs));
           log(`backfill alone: ${backfillAlone.toFixed(1)} rows/s`);
-          const repeats = variantIndex === 0 ? repeatsFor(n) : REPEATS_OTHER;
+          const repeats = variantIndex === 0 ? repeatsFor(n) : repeatsOther(n);
           for (let r = 0; r < repeats; r++) {
             for (const rt of RATES) {
               const alonePrefix = `a${r}r${rt}-`;
@@ -445,7 +470,7 @@ function report(
     `Run ${startedAt.toISOString()} on ${machineDescription()}; broker: ${brokerNote}.`,
     `\`sluice serve\` as separate processes (\`node bin/sluice.js serve\`, children of the benchmark's one process, default model, \`model.workers: auto\`), ${PARTITIONS} partitions per lane; online open-loop paragraphs (words per text p50 ${percentile(words, 50)}, p90 ${percentile(words, 90)}, p99 ${percentile(words, 99)}), each with a deadline ${DEADLINE_MS / 1000} s after its scheduled send, ${ALONE_SECONDS} s alone per repeat; backfills of ${ROWS} paragraphs by \`sluice backfill submit\`, submitted 2 s into the online load; latency = read_committed arrival − broker append time (LogAppendTime on the requests topic).`,
     `**Window**: the ${WINDOW_MS / 1000} s starting ${WINDOW_DELAY_MS / 1000} s after the submit returned (online requests appended in it); **first seconds**: from the submit's start to the window; **whole**: while the backfill's results arrived. Run queue: \`procs_running\` of /proc/stat every 250 ms in the window (threads runnable on the whole machine); broker: its process's CPU per second in the window (${brokerSampled ? "found by its listening port" : "not on this machine: not sampled"}); event-loop delay: each serve process's over the window (its /metrics, \`nodejs_eventloop_lag_max_seconds\` and \`_p99_\`, scraped at the window's start and end), the worst instance; revoked: \`partitions revoked\` log lines of the serve processes during the run (a session timeout or a fenced broker shows as one).`,
-    `Variants, side by side in this run: ${VARIANTS.map((v, i) => `**${v}** = ${VARIANT_SETTINGS[v]?.label} (${i === 0 ? INSTANCES.map((n) => `${repeatsFor(n)} repeats with ${n}`).join(", ") : `${REPEATS_OTHER} repeats`})`).join("; ")}.`,
+    `Variants, side by side in this run: ${VARIANTS.map((v, i) => `**${v}** = ${VARIANT_SETTINGS[v]?.label} (${INSTANCES.map((n) => `${i === 0 ? repeatsFor(n) : repeatsOther(n)} repeats with ${n}`).join(", ")})`).join("; ")}.`,
     "Goal per run: window p99 ≤ 1.5 × online p99 alone + 25 ms, no more expired online requests than alone, no partition revoked, backfill beside ≥ 0.5 × alone, nothing lost or doubled.",
     "",
     "| variant | instances | online req/s | runs | window p99 ÷ alone: worst, median | worst run: p99 alone → window (first seconds) | goal met (runs) | expired in windows (alone) | revoked | backfill beside ÷ alone: worst, median | run queue max | broker cores min | event-loop delay max ms | lost / doubled |",
