@@ -1,6 +1,7 @@
 import { availableParallelism } from "node:os";
 import { dirname } from "node:path";
 import { type CpuLimit, cpuLimit, type FileReader, readText } from "./cpu-limit.js";
+import { CLOCK_TICKS_PER_SECOND } from "./thread-cpu-clock.js";
 
 /** Where the meter reads busy CPU time, and the capacity it is counted against. */
 interface CpuSource {
@@ -64,12 +65,9 @@ export class IdleCpuMeter {
   }
 }
 
-/** Clock ticks per second of /proc/stat (USER_HZ: 100 on Linux's every common architecture). */
-const USER_HZ = 100;
-
 /**
  * The first line of /proc/stat ("cpu user nice system idle iowait irq softirq steal guest
- * guest_nice", in USER_HZ ticks) as busy ms (user + nice + system + irq + softirq + steal: guest time
+ * guest_nice", in clock ticks) as busy ms (user + nice + system + irq + softirq + steal: guest time
  * is already in user), and the number of CPUs (its `cpuN` lines). Pure.
  */
 export function parseMachineStat(text: string): { busyMs: number; cpus: number } | undefined {
@@ -80,7 +78,7 @@ export function parseMachineStat(text: string): { busyMs: number; cpus: number }
   const busy = [user, nice, system, irq, softirq, steal].reduce<number>((sum, v) => sum + (v ?? 0), 0);
   const cpus = lines.filter((l) => /^cpu\d+\s/.test(l)).length;
   if (!Number.isFinite(busy) || cpus === 0) return undefined;
-  return { busyMs: (busy * 1000) / USER_HZ, cpus };
+  return { busyMs: (busy * 1000) / CLOCK_TICKS_PER_SECOND, cpus };
 }
 
 /** A cgroup's own CPU usage, ms: v2 `cpu.stat` (usage_usec) or v1 `cpuacct.usage` (ns). Pure. */
