@@ -1,5 +1,6 @@
 import { spawnSync } from "node:child_process";
 import { readdirSync, readFileSync, readlinkSync } from "node:fs";
+import { parseMachineStat } from "../src/model/idle-cpu-meter.js";
 
 /**
  * CPU readings from Linux's /proc for the benchmarks that put processes side by side (bench:ceiling,
@@ -22,11 +23,10 @@ export function procTicks(pid: number): number | undefined {
   }
 }
 
-/** Busy ticks of the whole machine (all but idle and iowait), from /proc/stat. */
+/** Busy ticks of the whole machine (all but idle and iowait), from /proc/stat (src/model/idle-cpu-meter.ts's rule). */
 export function machineBusy(): number {
-  const line = readFileSync("/proc/stat", "utf8").split("\n")[0] as string;
-  const v = line.trim().split(/\s+/).slice(1, 9).map(Number);
-  return v.reduce((a, b) => a + b, 0) - (v[3] ?? 0) - (v[4] ?? 0);
+  const stat = parseMachineStat(readFileSync("/proc/stat", "utf8"));
+  return stat === undefined ? 0 : (stat.busyMs * CLK_TCK) / 1000;
 }
 
 /**
