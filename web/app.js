@@ -177,9 +177,12 @@ const CHARTS = [
     id: "allowance",
     title: "Backfill allowance (SLO guard)",
     caption: () =>
-      "1 = backfill unthrottled, 0 = paused to keep online latency on target (sluice_backfill_guard_allowance_ratio).",
+      "allowance: 1 = backfill unthrottled, 0 = paused to keep online latency on target (sluice_backfill_guard_allowance_ratio); headroom: the share of its CPU budget the machine's idle CPU leaves it (sluice_backfill_cpu_headroom_ratio).",
     hidden: () => !history.some((s) => s.backfillAllowance != null),
-    series: () => [{ label: "allowance", values: history.map((s) => s.backfillAllowance) }],
+    series: () => [
+      { label: "allowance", values: history.map((s) => s.backfillAllowance) },
+      { label: "headroom", values: history.map((s) => s.backfillCpuHeadroom) },
+    ],
   },
 ];
 

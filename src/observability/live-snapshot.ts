@@ -43,10 +43,14 @@ export interface LiveSnapshotJson {
   modelSecondsSource: "cpu" | "busy";
   /** Online end-to-end latency, cumulative buckets `[upper bound s, count]` (duplicates excluded). */
   onlineLatencyBuckets: [number, number][];
-  /** The SLO guard's online latency target and estimate, s, and backfill allowance (0..1); null when absent. */
+  /**
+   * The SLO guard's online latency target and estimate, s, its backfill allowance (0..1), and the share
+   * of the backfill's CPU budget the headroom leaves it (0..1); null when absent.
+   */
   onlineTargetSeconds: number | null;
   onlineEstimateSeconds: number | null;
   backfillAllowance: number | null;
+  backfillCpuHeadroom: number | null;
   topics: Record<string, TopicGauges>;
   /** Freshness by `topic/partition`, s. */
   freshness: Record<string, number>;
@@ -96,21 +100,35 @@ export class LiveSnapshot {
 
   async build(): Promise<LiveSnapshotJson> {
     const read = (name: string) => this.values(name);
-    const [records, fallbacks, cpu, inference, e2e, target, estimate, allowance, lagR, lagS, drain, fresh] =
-      await Promise.all([
-        read("sluice_records_total"),
-        read("sluice_fallbacks_total"),
-        read("sluice_model_cpu_seconds_total"),
-        read("sluice_inference_seconds"),
-        read("sluice_end_to_end_latency_seconds"),
-        read("sluice_online_latency_target_seconds"),
-        read("sluice_online_latency_estimate_seconds"),
-        read("sluice_backfill_guard_allowance_ratio"),
-        read("sluice_consumer_lag_records"),
-        read("sluice_consumer_lag_seconds"),
-        read("sluice_time_to_drain_seconds"),
-        read("sluice_freshness_seconds"),
-      ]);
+    const [
+      records,
+      fallbacks,
+      cpu,
+      inference,
+      e2e,
+      target,
+      estimate,
+      allowance,
+      headroom,
+      lagR,
+      lagS,
+      drain,
+      fresh,
+    ] = await Promise.all([
+      read("sluice_records_total"),
+      read("sluice_fallbacks_total"),
+      read("sluice_model_cpu_seconds_total"),
+      read("sluice_inference_seconds"),
+      read("sluice_end_to_end_latency_seconds"),
+      read("sluice_online_latency_target_seconds"),
+      read("sluice_online_latency_estimate_seconds"),
+      read("sluice_backfill_guard_allowance_ratio"),
+      read("sluice_backfill_cpu_headroom_ratio"),
+      read("sluice_consumer_lag_records"),
+      read("sluice_consumer_lag_seconds"),
+      read("sluice_time_to_drain_seconds"),
+      read("sluice_freshness_seconds"),
+    ]);
     const models = await this.models();
     const hasCpu = cpu !== null;
     const topics: Record<string, TopicGauges> = {};
@@ -142,6 +160,7 @@ export class LiveSnapshot {
       onlineTargetSeconds: first(target),
       onlineEstimateSeconds: first(estimate),
       backfillAllowance: first(allowance),
+      backfillCpuHeadroom: first(headroom),
       topics,
       freshness,
       assignment: this.opts.assignment(),

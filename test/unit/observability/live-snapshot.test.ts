@@ -86,6 +86,7 @@ describe("LiveSnapshot", () => {
     expect(s.onlineTargetSeconds).toBeNull();
     expect(s.onlineEstimateSeconds).toBeNull();
     expect(s.backfillAllowance).toBeNull();
+    expect(s.backfillCpuHeadroom).toBeNull();
     // Infinite time to drain is sent as null (JSON has no Infinity).
     expect(s.topics.req).toEqual({ lagRecords: 5, lagSeconds: 3, timeToDrainSeconds: null });
     expect(s.freshness).toEqual({ "req/1": 4 });
@@ -121,6 +122,7 @@ describe("LiveSnapshot", () => {
     expect(s.onlineTargetSeconds).toBe(0.2);
     expect(s.onlineEstimateSeconds).toBe(0.15);
     expect(s.backfillAllowance).toBe(0.5);
+    expect(s.backfillCpuHeadroom).toBe(1);
     expect(s.modelSecondsSource).toBe("cpu");
     expect(s.modelSeconds).toEqual({ online: 1.5, backfill: 4 });
   });
