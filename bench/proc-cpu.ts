@@ -75,6 +75,19 @@ export function procsRunning(): number {
   return m ? Number(m[1]) : Number.NaN;
 }
 
+/**
+ * The kernel's CPU pressure so far (`/proc/pressure/cpu`, "some" total): µs during which at least one
+ * runnable thread waited for a CPU; NaN where the kernel has no PSI.
+ */
+export function cpuPressureUs(): number {
+  try {
+    const m = /^some .*total=(\d+)/m.exec(readFileSync("/proc/pressure/cpu", "utf8"));
+    return m ? Number(m[1]) : Number.NaN;
+  } catch {
+    return Number.NaN;
+  }
+}
+
 /** CPU ticks of the named processes and the machine's busy ticks at one instant. */
 export interface CpuSample {
   at: number;
@@ -93,7 +106,11 @@ export class CpuSampler {
     this.timer = setInterval(() => this.sample(), everyMs);
   }
   sample(): void {
-    const ticks: Record<string, number> = { machine: machineBusy(), running: procsRunning() };
+    const ticks: Record<string, number> = {
+      machine: machineBusy(),
+      running: procsRunning(),
+      pressureUs: cpuPressureUs(),
+    };
     for (const [name, pid] of Object.entries(this.pids)) {
       const t = pid === undefined ? undefined : procTicks(pid);
       // A process that has gone keeps its last reading.

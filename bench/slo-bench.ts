@@ -19,7 +19,8 @@
  *     BENCH_SLO_WINDOW_S seconds starting BENCH_SLO_WINDOW_DELAY_S after the submit returned (the
  *     moment a user notices: the start of a backfill); its online p99 and expired requests, and
  *     those of the first seconds (the submit to the window), and of the whole backfill; the
- *     backfill's rate; the machine's run queue (`procs_running`, sampled every 250 ms) and the
+ *     backfill's rate; the machine's run queue (`procs_running`, sampled every 250 ms), the CPU
+ *     pressure's worst second (`/proc/pressure/cpu` "some") and the
  *     broker's CPU per second in the window; the serve processes' event-loop delay in the window
  *     (max and p99 from their /metrics); partitions revoked in the serve logs during the run (a
  *     session timeout or a fenced broker shows as a rebalance).
@@ -129,6 +130,9 @@ for (const v of VARIANTS)
 const OUTPUT = process.env.BENCH_SLO_OUTPUT ?? "";
 const PARTITIONS = 4;
 
+/** A share as a whole percentage ("–" when not measured). */
+const pct = (share: number): string => (Number.isFinite(share) ? `${Math.round(share * 100)} %` : "–");
+
 interface RunRow {
   variant: string;
   instances: number;
@@ -153,6 +157,8 @@ interface RunRow {
   /** In the window: the run queue's largest and mean sample, the broker's least and mean cores per second. */
   runQueueMax: number;
   runQueueMean: number;
+  /** The kernel's CPU pressure ("some") in the window's worst second, 0..1 (NaN without PSI). */
+  pressureMax: number;
   brokerCoresMin: number;
   brokerCoresMean: number;
   /** `partitions revoked` log lines of the serve processes during the run. */
@@ -365,6 +371,15 @@ async function main(): Promise<void> {
                 const q = inWindow.slice(i, i + 4).reduce((a, x) => a + (x.ticks.running as number), 0);
                 if (q > busiestQueue) [busiestQueue, busiestAt] = [q, (inWindow[i] as { at: number }).at];
               }
+              // The worst second of CPU pressure: "some" µs over four consecutive samples' span.
+              let pressureMax = Number.NaN;
+              for (let i = 0; i + 4 < inWindow.length; i++) {
+                const a = inWindow[i] as { at: number; ticks: Record<string, number> };
+                const b = inWindow[i + 4] as { at: number; ticks: Record<string, number> };
+                const share =
+                  ((b.ticks.pressureUs as number) - (a.ticks.pressureUs as number)) / ((b.at - a.at) * 1000);
+                if (Number.isFinite(share) && !(share <= pressureMax)) pressureMax = share;
+              }
               const brokerCores: number[] = [];
               for (
                 let t = windowFrom;
@@ -403,6 +418,7 @@ async function main(): Promise<void> {
                 backfillBeside: rate(bf),
                 runQueueMax: runQueue.length > 0 ? Math.max(...runQueue) : Number.NaN,
                 runQueueMean: mean(runQueue),
+                pressureMax,
                 brokerCoresMin: brokerCores.length > 0 ? Math.min(...brokerCores) : Number.NaN,
                 brokerCoresMean: mean(brokerCores),
                 revoked,
@@ -427,7 +443,7 @@ async function main(): Promise<void> {
               };
               rows.push(row);
               log(
-                `${mode} n=${n} rate=${rt} #${r + 1}: online p99 alone ${row.aloneP99.toFixed(0)} ms, window ${row.windowP99.toFixed(0)} ms (×${(row.windowP99 / row.aloneP99).toFixed(2)}, ${row.windowExpired} expired), first seconds ${row.firstP99.toFixed(0)} ms; backfill ${row.backfillBeside.toFixed(1)}/${row.backfillAlone.toFixed(1)} rows/s; run queue max ${row.runQueueMax}, broker cores min ${row.brokerCoresMin.toFixed(2)}; revoked ${revoked}; lost ${lost}, doubled ${doubled}`,
+                `${mode} n=${n} rate=${rt} #${r + 1}: online p99 alone ${row.aloneP99.toFixed(0)} ms, window ${row.windowP99.toFixed(0)} ms (×${(row.windowP99 / row.aloneP99).toFixed(2)}, ${row.windowExpired} expired), first seconds ${row.firstP99.toFixed(0)} ms; backfill ${row.backfillBeside.toFixed(1)}/${row.backfillAlone.toFixed(1)} rows/s; run queue max ${row.runQueueMax}, CPU pressure max ${pct(row.pressureMax)}, broker cores min ${row.brokerCoresMin.toFixed(2)}; revoked ${revoked}; lost ${lost}, doubled ${doubled}`,
               );
             }
           }
@@ -469,7 +485,7 @@ function report(
     "",
     `Run ${startedAt.toISOString()} on ${machineDescription()}; broker: ${brokerNote}.`,
     `\`sluice serve\` as separate processes (\`node bin/sluice.js serve\`, children of the benchmark's one process, default model, \`model.workers: auto\`), ${PARTITIONS} partitions per lane; online open-loop paragraphs (words per text p50 ${percentile(words, 50)}, p90 ${percentile(words, 90)}, p99 ${percentile(words, 99)}), each with a deadline ${DEADLINE_MS / 1000} s after its scheduled send, ${ALONE_SECONDS} s alone per repeat; backfills of ${ROWS} paragraphs by \`sluice backfill submit\`, submitted 2 s into the online load; latency = read_committed arrival − broker append time (LogAppendTime on the requests topic).`,
-    `**Window**: the ${WINDOW_MS / 1000} s starting ${WINDOW_DELAY_MS / 1000} s after the submit returned (online requests appended in it); **first seconds**: from the submit's start to the window; **whole**: while the backfill's results arrived. Run queue: \`procs_running\` of /proc/stat every 250 ms in the window (threads runnable on the whole machine); broker: its process's CPU per second in the window (${brokerSampled ? "found by its listening port" : "not on this machine: not sampled"}); event-loop delay: each serve process's over the window (its /metrics, \`nodejs_eventloop_lag_max_seconds\` and \`_p99_\`, scraped at the window's start and end), the worst instance; revoked: \`partitions revoked\` log lines of the serve processes during the run (a session timeout or a fenced broker shows as one).`,
+    `**Window**: the ${WINDOW_MS / 1000} s starting ${WINDOW_DELAY_MS / 1000} s after the submit returned (online requests appended in it); **first seconds**: from the submit's start to the window; **whole**: while the backfill's results arrived. Run queue: \`procs_running\` of /proc/stat every 250 ms in the window (threads runnable on the whole machine); CPU pressure: the kernel's \`/proc/pressure/cpu\` "some" over the window's worst second (the share of that second in which at least one runnable thread waited for a CPU); broker: its process's CPU per second in the window (${brokerSampled ? "found by its listening port" : "not on this machine: not sampled"}); event-loop delay: each serve process's over the window (its /metrics, \`nodejs_eventloop_lag_max_seconds\` and \`_p99_\`, scraped at the window's start and end), the worst instance; revoked: \`partitions revoked\` log lines of the serve processes during the run (a session timeout or a fenced broker shows as one).`,
     `Variants, side by side in this run: ${VARIANTS.map((v, i) => `**${v}** = ${VARIANT_SETTINGS[v]?.label} (${INSTANCES.map((n) => `${i === 0 ? repeatsFor(n) : repeatsOther(n)} repeats with ${n}`).join(", ")})`).join("; ")}.`,
     "Goal per run: window p99 ≤ 1.5 × online p99 alone + 25 ms, no more expired online requests than alone, no partition revoked, backfill beside ≥ 0.5 × alone, nothing lost or doubled.",
     "",
@@ -492,12 +508,12 @@ function report(
     "",
     "Every run, worst first (ms; backfill rows/s; the breakdowns are each part's own p99 from the results' `timing`, so the parts do not add up to the total; commit = the reader's arrival − the result's `completedAt`):",
     "",
-    "| variant | n | rate | # | alone p50 / p99 (expired) | window p50 / p99 (n, expired) | first seconds p99 (n): intake / queue / inference / commit | whole p99 (expired) | window p99: intake / queue / inference / commit | backfill alone → beside | run queue max / mean | broker cores min / mean | event-loop delay max / p99 | revoked | goal |",
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    "| variant | n | rate | # | alone p50 / p99 (expired) | window p50 / p99 (n, expired) | first seconds p99 (n): intake / queue / inference / commit | whole p99 (expired) | window p99: intake / queue / inference / commit | backfill alone → beside | run queue max / mean | CPU pressure, worst second | broker cores min / mean | event-loop delay max / p99 | revoked | goal |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
   );
   for (const r of [...rows].sort((a, b) => overGoal(b) - overGoal(a)))
     lines.push(
-      `| ${r.variant} | ${r.instances} | ${r.rate} | ${r.repeat} | ${f0(r.aloneP50)} / ${f0(r.aloneP99)} (${r.aloneExpired}) | ${f0(r.windowP50)} / ${f0(r.windowP99)} (${r.windowN}, ${r.windowExpired}) | ${f0(r.firstP99)} (${r.firstN}): ${r.firstParts} | ${f0(r.besideP99)} (${r.besideExpired}) | ${r.windowParts} | ${r.backfillAlone.toFixed(1)} → ${r.backfillBeside.toFixed(1)} | ${r.runQueueMax} / ${f2(r.runQueueMean)} | ${f2(r.brokerCoresMin)} / ${f2(r.brokerCoresMean)} | ${f0(r.loopMaxMs)} / ${f0(r.loopP99Ms)} | ${r.revoked} | ${goalMet(r) ? "yes" : "no"} |`,
+      `| ${r.variant} | ${r.instances} | ${r.rate} | ${r.repeat} | ${f0(r.aloneP50)} / ${f0(r.aloneP99)} (${r.aloneExpired}) | ${f0(r.windowP50)} / ${f0(r.windowP99)} (${r.windowN}, ${r.windowExpired}) | ${f0(r.firstP99)} (${r.firstN}): ${r.firstParts} | ${f0(r.besideP99)} (${r.besideExpired}) | ${r.windowParts} | ${r.backfillAlone.toFixed(1)} → ${r.backfillBeside.toFixed(1)} | ${r.runQueueMax} / ${f2(r.runQueueMean)} | ${pct(r.pressureMax)} | ${f2(r.brokerCoresMin)} / ${f2(r.brokerCoresMean)} | ${f0(r.loopMaxMs)} / ${f0(r.loopP99Ms)} | ${r.revoked} | ${goalMet(r) ? "yes" : "no"} |`,
     );
   const worstRun = [...rows].sort((a, b) => overGoal(b) - overGoal(a))[0];
   if (worstRun !== undefined)
