@@ -9,7 +9,7 @@ interface CpuSource {
   capacityCores: number;
   /** Busy CPU time of the domain so far, ms; undefined when it cannot be read. */
   busyMs(): number | undefined;
-  /** For the log line: `/proc/stat`, or the cgroup file read. */
+  /** Which counters are read: `/proc/stat`, or the cgroup usage file. */
   source: string;
 }
 
