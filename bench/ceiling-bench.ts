@@ -3,13 +3,16 @@
  * job, alternately, on one broker, over one pre-produced backlog.
  *
  *  - Sluice: `node bin/sluice.js serve` as its own process with a generated configuration file, as users
- *    run it; the no-op model (src/model/noop-model.ts, through bench/noop-serve.ts) for the text
+ *    run it (or several such processes in one consumer group, as replicas run); the no-op model (src/model/noop-model.ts, through bench/noop-serve.ts) for the text
  *    backlog, the tests' tiny logistic regression (`model.task: tensor`, V2 JSON in and out) for the
  *    tensor backlog. Defaults otherwise: transactions on, 100 ms commit interval.
  *  - Kafka Streams 3.9.1 (bench/kafka-streams/, built with Maven): `processing.guarantee=exactly_once_v2`,
  *    the default commit interval (100 ms under EOS), a logged (changelog-backed) in-memory dedup store
  *    keyed by request id, one result per record in Sluice's result shape: a zero embedding of 384
  *    floats for a text request, the same logistic regression (same weights, float32) for a V2 request.
+ *  - The kafkajs floor (no-op mode; bench/kafkajs-floor.ts): kafkajs alone doing the least an
+ *    exactly-once processor with a dedup store must do per record, so Sluice's own cost shows apart
+ *    from its client's.
  *
  * Each run gets fresh output topics and a fresh consumer group / application id, so each side reads the
  * whole backlog from its start. Per run: the sustained rate from the first to the last result a
@@ -19,8 +22,10 @@
  * BENCHMARKS.md between the bench:ceiling markers.
  *
  *   npm run bench:ceiling
- *   env: KAFKA_BROKERS (else the project's local broker); BENCH_CEILING_RECORDS (50000 per backlog);
- *        BENCH_CEILING_ROUNDS (3); BENCH_CEILING_MODES ("noop,logistic"); BENCH_CEILING_KSTREAMS_THREADS
+ *   env: KAFKA_BROKERS (else the project's local broker); BENCH_CEILING_RECORDS (150000 per backlog: a JVM peer is still warming up its JIT after 50000, see BENCHMARKS.md);
+ *        BENCH_CEILING_ROUNDS (3); BENCH_CEILING_MODES ("noop,logistic"); BENCH_CEILING_SLUICE_PROCESSES
+ *        (how many `sluice serve` processes, members of one group, drain the backlog together, one set
+ *        of runs each: "<cores>,1", so "2,1" here, as replicas of a Deployment would); BENCH_CEILING_KSTREAMS_THREADS
  *        (Kafka Streams' num.stream.threads, one set of runs each, the first headlines: "<cores>,1",
  *        so "2,1" here: a stream thread per core, and one processing thread as Sluice's one event loop);
  *        BENCH_CEILING_TIMEOUT_S (600 per run); BENCH_CEILING_QUIET_WAIT_S (120: the longest wait
@@ -51,17 +56,21 @@ import { benchmarksFile, machineDescription, percentile, writeBenchmarkSection }
 
 process.env.KAFKAJS_NO_PARTITIONER_WARNING ??= "1";
 const num = (name: string, fallback: number) => Number(process.env[name] ?? fallback);
-const RECORDS = num("BENCH_CEILING_RECORDS", 50_000);
+const RECORDS = num("BENCH_CEILING_RECORDS", 150_000);
 const ROUNDS = num("BENCH_CEILING_ROUNDS", 3);
-/** Kafka Streams' num.stream.threads, one set of runs each; the first is the one the ratios headline. */
-const KSTREAMS_THREADS = [
+/** A list of positive counts ("2,1"), one set of runs each. */
+const counts = (name: string, fallback: string) => [
   ...new Set(
-    (process.env.BENCH_CEILING_KSTREAMS_THREADS ?? `${cpus().length},1`)
+    (process.env[name] ?? fallback)
       .split(",")
       .map((s) => Number(s.trim()))
       .filter((n) => Number.isInteger(n) && n > 0),
   ),
 ];
+/** Kafka Streams' num.stream.threads, one set of runs each. */
+const KSTREAMS_THREADS = counts("BENCH_CEILING_KSTREAMS_THREADS", `${cpus().length},1`);
+/** How many `sluice serve` processes (members of one group) share the backlog, one set of runs each. */
+const SLUICE_PROCESSES = counts("BENCH_CEILING_SLUICE_PROCESSES", `${cpus().length},1`);
 const TIMEOUT_MS = num("BENCH_CEILING_TIMEOUT_S", 600) * 1000;
 const WARMUP = (process.env.BENCH_CEILING_WARMUP ?? "1") !== "0";
 const QUIET_WAIT_MS = num("BENCH_CEILING_QUIET_WAIT_S", 120) * 1000;
@@ -76,10 +85,24 @@ const PARTITIONS = 3;
 const SAMPLE = 200;
 
 type Mode = "noop" | "logistic";
-/** Sluice, or Kafka Streams with n stream threads. */
-type Side = "sluice" | `kstreams-${number}`;
+/**
+ * BENCH_CEILING_FLOOR ("1"; "0" = off): in the no-op mode, also the kafkajs floor (bench/kafkajs-floor.ts):
+ * kafkajs alone doing the least an exactly-once processor must do per record, to tell the client's
+ * cost from Sluice's own.
+ */
+const FLOOR = (process.env.BENCH_CEILING_FLOOR ?? "1") !== "0";
+/** Sluice with n serve processes, Kafka Streams with n stream threads, or the kafkajs floor. */
+type Side = `sluice-${number}` | `kstreams-${number}` | "kafkajs";
+const isSluice = (side: Side) => side.startsWith("sluice-");
+const isPeer = (side: Side) => side.startsWith("kstreams-");
+/** The n of a side: Sluice's processes or Kafka Streams' stream threads. */
+const sideCount = (side: Side) => Number(side.slice(side.indexOf("-") + 1));
 const sideLabel = (side: Side) =>
-  side === "sluice" ? "Sluice" : `Kafka Streams (${side.slice("kstreams-".length)} thr.)`;
+  side === "kafkajs"
+    ? "kafkajs alone (floor)"
+    : isSluice(side)
+      ? `Sluice (${sideCount(side)} proc.)`
+      : `Kafka Streams (${sideCount(side)} thr.)`;
 const MODES = (process.env.BENCH_CEILING_MODES ?? "noop,logistic")
   .split(",")
   .map((s) => s.trim())
@@ -93,6 +116,7 @@ const SLUICE = join(ROOT, "bin", "sluice.js");
 /** BENCH_CEILING_NODE_ARGS: node flags for serve, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof". */
 const NODE_ARGS = (process.env.BENCH_CEILING_NODE_ARGS ?? "").split(" ").filter(Boolean);
 const NOOP_HOOK = pathToFileURL(join(ROOT, "dist", "bench", "noop-serve.js")).href;
+const FLOOR_SCRIPT = join(ROOT, "dist", "bench", "kafkajs-floor.js");
 const PEER_POM = join(ROOT, "bench", "kafka-streams", "pom.xml");
 const PEER_TARGET = join(ROOT, "bench", "kafka-streams", "target");
 const PEER_PACKAGE = "dev.sluice.bench.kstreams";
@@ -334,8 +358,12 @@ async function main(): Promise<void> {
       );
       log(`backlog ${b.topic}: ${RECORDS} requests, ${(bytes / 1e6).toFixed(1)} MB of values`);
     }
-    const sides: Side[] = ["sluice", ...KSTREAMS_THREADS.map((n): Side => `kstreams-${n}`)];
     for (const [m, mode] of MODES.entries()) {
+      const sides: Side[] = [
+        ...SLUICE_PROCESSES.map((n): Side => `sluice-${n}`),
+        ...KSTREAMS_THREADS.map((n): Side => `kstreams-${n}`),
+        ...(FLOOR && mode === "noop" ? (["kafkajs"] as const) : []),
+      ];
       // Round 0 warms a freshly started broker up (its JIT, the transaction paths); it is not reported.
       for (let round = m === 0 && WARMUP ? 0 : 1; round <= ROUNDS; round++) {
         for (const side of round % 2 === 1 ? sides : [...sides].reverse()) {
@@ -398,80 +426,103 @@ async function runOnce(bench: Bench, mode: Mode, side: Side, round: number, atte
     .join(" / ");
   const logPath = join(bench.dir, `${base}.log`);
   let peerLine: Record<string, unknown> | undefined;
-  let child: ChildProcess;
+  let children: ChildProcess[];
+  const logPaths = isSluice(side)
+    ? Array.from({ length: sideCount(side) }, (_, i) => join(bench.dir, `${base}.${i}.log`))
+    : [logPath];
   const spawnedMs = Date.now();
-  if (side === "sluice") {
+  if (isSluice(side)) {
     const config = join(bench.dir, `${base}.yaml`);
     writeFileSync(config, serveConfig(mode, base, b.topic, results, bench));
     const hook = mode === "noop" ? ["--import", NOOP_HOOK] : [];
     // npm_command would make bin/sluice.js watch its parent; this bench is its parent either way.
     const { npm_command: _npm, ...env } = process.env;
-    child = start(
-      process.execPath,
-      [...NODE_ARGS, ...hook, SLUICE, "--config", config, "serve"],
-      logPath,
-      undefined,
-      env,
+    // Every process the same configuration: members of one consumer group, as replicas run.
+    children = logPaths.map((path) =>
+      start(
+        process.execPath,
+        [...NODE_ARGS, ...hook, SLUICE, "--config", config, "serve"],
+        path,
+        undefined,
+        env,
+      ),
     );
+  } else if (side === "kafkajs") {
+    children = [
+      start(
+        process.execPath,
+        [...NODE_ARGS, FLOOR_SCRIPT, bench.brokers.join(","), b.topic, results, base],
+        logPath,
+      ),
+    ];
   } else {
-    child = start(
-      "java",
-      [
-        "-cp",
-        bench.classpath,
-        `${PEER_PACKAGE}.CeilingPeer`,
-        ...["--bootstrap", bench.brokers.join(","), "--requests", b.topic, "--results", results],
-        ...["--application-id", base, "--mode", mode, "--records", String(RECORDS)],
-        ...["--threads", side.slice("kstreams-".length), "--state-dir", join(bench.dir, `${base}.state`)],
-        ...(mode === "logistic"
-          ? ["--weights", LR_W.join(","), "--bias", String(LR_B), "--model-version", bench.lr.version]
-          : []),
-      ],
-      logPath,
-      (line) => {
-        try {
-          peerLine = JSON.parse(line) as Record<string, unknown>;
-        } catch {
-          // not the counts line
-        }
-      },
-    );
+    children = [
+      start(
+        "java",
+        [
+          "-cp",
+          bench.classpath,
+          `${PEER_PACKAGE}.CeilingPeer`,
+          ...["--bootstrap", bench.brokers.join(","), "--requests", b.topic, "--results", results],
+          ...["--application-id", base, "--mode", mode, "--records", String(RECORDS)],
+          ...["--threads", side.slice("kstreams-".length), "--state-dir", join(bench.dir, `${base}.state`)],
+          ...(mode === "logistic"
+            ? ["--weights", LR_W.join(","), "--bias", String(LR_B), "--model-version", bench.lr.version]
+            : []),
+        ],
+        logPath,
+        (line) => {
+          try {
+            peerLine = JSON.parse(line) as Record<string, unknown>;
+          } catch {
+            // not the counts line
+          }
+        },
+      ),
+    ];
   }
-  const cpu = new CpuSampler({ proc: child.pid, reader: counter.child.pid, broker: bench.brokerPid });
+  const procs = children.map((_, i) => `proc${i}`);
+  const cpu = new CpuSampler({
+    ...Object.fromEntries(children.map((c, i) => [`proc${i}`, c.pid])),
+    reader: counter.child.pid,
+    broker: bench.brokerPid,
+  });
+  const sum = (f: (name: string) => number) => procs.reduce((a, n) => a + f(n), 0);
   const complete = await Promise.race([
     counter.wait("complete", TIMEOUT_MS),
-    exited(child, TIMEOUT_MS).then(async () => counter.wait("complete", 5_000)),
+    Promise.race(children.map((c) => exited(c, TIMEOUT_MS))).then(async () =>
+      counter.wait("complete", 5_000),
+    ),
   ]);
   cpu.sample();
   // Kafka Streams stops by itself after the last record (closing commits it); serve on SIGTERM.
-  if (side === "sluice" || !(await exited(child, 90_000))) await stopProcess(child);
+  for (const child of children) if (!isPeer(side) || !(await exited(child, 90_000))) await stopProcess(child);
   cpu.stop();
   const summary = await counter.finish();
   if (!complete) log(`${mode} round ${round}: ${side} did not deliver all ${RECORDS} results in time`);
   const { firstMs: from, lastMs: to } = summary;
   const windowS = Math.max(0.001, (to - from) / 1000);
-  const [proc, reader, broker] = ["proc", "reader", "broker"].map((n) =>
-    cpu.between(n, from, to),
-  ) as number[];
+  const proc = sum((n) => cpu.between(n, from, to));
+  const [reader, broker] = ["reader", "broker"].map((n) => cpu.between(n, from, to)) as number[];
   return {
     mode,
     side,
     round,
     rate: summary.distinct > 1 ? (summary.distinct - 1) / windowS : 0,
-    cpuTotal: cpu.at("proc", to),
-    cpuWindow: proc as number,
+    cpuTotal: sum((n) => cpu.at(n, to)),
+    cpuWindow: proc,
     brokerWindow: broker as number,
     readerWindow: reader as number,
-    restWindow:
-      cpu.between("machine", from, to) - (proc as number) - (reader as number) - ((broker as number) || 0),
+    restWindow: cpu.between("machine", from, to) - proc - (reader as number) - ((broker as number) || 0),
     windowS,
     spanS: Math.max(0.001, (to - spawnedMs) / 1000),
     summary,
-    note:
-      side !== "sluice"
-        ? JSON.stringify(peerLine ?? {})
-        : mode === "noop" && !readFileSync(logPath, "utf8").includes(NOOP_SERVE_LINE)
-          ? "NO no-op line in the serve log"
+    note: isPeer(side)
+      ? JSON.stringify(peerLine ?? {})
+      : side === "kafkajs"
+        ? "kafkajs floor"
+        : mode === "noop" && logPaths.some((p) => !readFileSync(p, "utf8").includes(NOOP_SERVE_LINE))
+          ? "NO no-op line in a serve log"
           : "serve",
     load,
     quiet,
@@ -563,8 +614,8 @@ function answerOf(mode: Mode, value: string): { paths: string[]; answer: number[
 
 /** The checks of one mode over the sampled results of every run: same shape, same answers. */
 function sampleChecks(mode: Mode, runs: Run[]): string {
-  const sluice = runs.filter((r) => r.side === "sluice");
-  const peer = runs.filter((r) => r.side !== "sluice");
+  const sluice = runs.filter((r) => isSluice(r.side));
+  const peer = runs.filter((r) => isPeer(r.side));
   const first = (rs: Run[]) => {
     const v = Object.values(rs[0]?.summary.samples ?? {})[0];
     return v === undefined ? undefined : answerOf(mode, v);
@@ -618,13 +669,13 @@ function exactlyOnce(r: Run): string {
     : `NO: ${s.distinct}/${s.expected} ids, ${s.missing} missing, ${s.duplicates} duplicated, ${s.unexpected} unexpected, ${s.ok} ok`;
 }
 
-/** Sluice ÷ one Kafka Streams variant, round by round: rates, and CPU per result the other way round. */
-function ratioLine(rs: Run[], side: Side): string {
+/** One Sluice variant ÷ one Kafka Streams variant, round by round: rates, and CPU per result the other way round. */
+function ratioLine(rs: Run[], sluice: Side, side: Side): string {
   const f2 = (x: number) => x.toFixed(2);
   const rounds = [...new Set(rs.map((r) => r.round))];
   const pairs = rounds.map((round) => ({
     round,
-    s: rs.find((r) => r.round === round && r.side === "sluice"),
+    s: rs.find((r) => r.round === round && r.side === sluice),
     k: rs.find((r) => r.round === round && r.side === side),
   }));
   const rate = pairs.map(({ s, k }) => (s && k ? s.rate / k.rate : Number.NaN));
@@ -634,7 +685,7 @@ function ratioLine(rs: Run[], side: Side): string {
   const worst = Math.min(...rate);
   const span = pairs.map(({ s, k }) => (s && k ? k.spanS / s.spanS : Number.NaN));
   return (
-    `Sluice ÷ ${sideLabel(side)}, results/s, per round: ${rate.map((x) => `×${f2(x)}`).join(", ")}; **median ×${f2(median(rate))}**, worst round ${rounds[rate.indexOf(worst)]} (×${f2(worst)}). ` +
+    `${sideLabel(sluice)} ÷ ${sideLabel(side)}, results/s, per round: ${rate.map((x) => `×${f2(x)}`).join(", ")}; **median ×${f2(median(rate))}**, worst round ${rounds[rate.indexOf(worst)]} (×${f2(worst)}). ` +
     `Its CPU per result ÷ Sluice's (in the window): ${cpu.map((x) => `×${f2(x)}`).join(", ")}; median ×${f2(median(cpu))}. ` +
     `Its time from spawn to the last result ÷ Sluice's: ${span.map((x) => `×${f2(x)}`).join(", ")}; median ×${f2(median(span))}.`
   );
@@ -652,8 +703,11 @@ function report(
     "",
     `Run ${c.startedAt.toISOString()} on ${machineDescription()} at the end (${c.load0.map(f1).join(" / ")} at the start); broker: ${c.brokerNote}.`,
     `One backlog per mode, produced once before the runs: ${RECORDS} requests over ${PARTITIONS} partitions, keyed by id (text: corpus paragraphs of ${percentile(c.words, 50)} / ${percentile(c.words, 90)} / ${percentile(c.words, 99)} words at p50 / p90 / p99; tensor: one-row iris V2 requests). Every run reads the whole backlog from its start with a fresh consumer group / application id and fresh output topics; within a round the sides take turns (Sluice first in odd rounds, last in even ones)${WARMUP ? ", after one unreported warm-up round of every side on the broker" : ""}. Every process starts cold (a fresh JVM, a fresh Node.js).`,
-    `**Sluice**: \`node bin/sluice.js serve\` as its own process, defaults (transactions on, \`delivery.commitIntervalMs\` 100, \`model.workers\` auto) but for the topics, the group, \`delivery.defaultTimeoutMs\` (a day, so no backlog request expires) and the model: the no-op model (src/model/noop-model.ts, handed to serve by bench/noop-serve.ts) with JSON in and out, or the logistic regression (\`model.task: tensor\`) with V2 JSON in and out. ` +
-      `**Kafka Streams** 3.9.1 (bench/kafka-streams/, ${c.java}, JVM defaults): \`processing.guarantee=exactly_once_v2\`, default \`commit.interval.ms\` (100 under EOS), \`num.stream.threads\` ${threads} (separate runs), a logged in-memory dedup store keyed by request id, one result per record in Sluice's shape (a zero embedding of 384 floats, or the same logistic regression in float32).`,
+    `**Sluice**: \`node bin/sluice.js serve\` as its own process, or ${SLUICE_PROCESSES.filter((n) => n > 1).join(" or ") || "several"} such processes with the same configuration (members of one consumer group, as replicas run; separate runs; their CPU is summed), defaults (transactions on, \`delivery.commitIntervalMs\` 100, \`model.workers\` auto) but for the topics, the group, \`delivery.defaultTimeoutMs\` (a day, so no backlog request expires) and the model: the no-op model (src/model/noop-model.ts, handed to serve by bench/noop-serve.ts) with JSON in and out, or the logistic regression (\`model.task: tensor\`) with V2 JSON in and out. ` +
+      `**Kafka Streams** 3.9.1 (bench/kafka-streams/, ${c.java}, JVM defaults): \`processing.guarantee=exactly_once_v2\`, default \`commit.interval.ms\` (100 under EOS), \`num.stream.threads\` ${threads} (separate runs), a logged in-memory dedup store keyed by request id, one result per record in Sluice's shape (a zero embedding of 384 floats, or the same logistic regression in float32).` +
+      (FLOOR
+        ? " **kafkajs alone (floor)**, no-op mode only (bench/kafkajs-floor.ts, its own Node.js process): kafkajs with Sluice's produce encoding, per record only a JSON parse for the id, one result of the same size from a template built once and one changelog entry, in one transaction per fetched batch with its offset, a transactional producer per input partition: what kafkajs itself costs on this path, with none of Sluice's work."
+        : ""),
     `Rate = results from the first to the last one a read_committed reader (the Java client, its own process) sees; spawn → last result = from the side's process spawn to that last result (start-up, group join and the whole drain: a side that takes in much of the backlog before its first result commits looks faster in the window than it is). CPU = utime + stime from /proc: the process from its start (start-up included) and within that window; the broker's and the reader's in the window; rest = the machine's other busy CPU in the window (the bench itself and whatever else runs on the machine; each run starts after 3 s with less than ${QUIET_CORES} of a core busy besides the broker, waiting at most ${QUIET_WAIT_MS / 1000} s, else it is marked "not quiet"; a run during which the rest averaged more than ${MAX_REST_CORES} cores is run again, at most ${ATTEMPTS} attempts, and the least crowded attempt is the one shown, its number in "attempt"). Exactly once = every request id exactly once among the committed results, all \`ok\`.`,
   ];
   for (const mode of MODES) {
@@ -670,7 +724,12 @@ function report(
           `| ${r.round} | ${sideLabel(r.side)}${r.quiet ? "" : " (not quiet)"} | ${r.rate.toFixed(0)} | ${f2(r.cpuTotal)} | ${f2(r.cpuWindow)} | ${((r.cpuWindow * 1e6) / Math.max(1, r.summary.distinct)).toFixed(0)} | ${f2(r.brokerWindow)} | ${f2(r.readerWindow)} | ${f2(r.restWindow)} (${f2(restCores(r))}) | ${f2(r.windowS)} | ${f2(r.spanS)} | ${r.attempts ?? 1} | ${exactlyOnce(r)} | ${r.load.split(" / ")[0]} |`,
       ),
       "",
-      ...KSTREAMS_THREADS.map((n) => `- ${ratioLine(rs, `kstreams-${n}`)}`),
+      ...SLUICE_PROCESSES.flatMap((p) =>
+        [
+          ...KSTREAMS_THREADS.map((n): Side => `kstreams-${n}`),
+          ...(rs.some((r) => r.side === "kafkajs") ? (["kafkajs"] as const) : []),
+        ].map((other) => `- ${ratioLine(rs, `sluice-${p}`, other)}`),
+      ),
       "",
       sampleChecks(mode, rs),
     );

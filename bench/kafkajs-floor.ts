@@ -1,0 +1,117 @@
+/**
+ * The kafkajs floor, a side of bench:ceiling (issue 30): kafkajs alone, in one Node.js process, doing
+ * the least an exactly-once processor with a dedup store must do per record, with no Sluice code on
+ * the path but the produce encoding correction every Sluice client has
+ * (src/kafka/protocol/produce-encoding.ts):
+ *  - parse the JSON request for its id;
+ *  - write one result (the no-op model's answer, 384 zeros, ~1.1 KB; the JSON around the id is built
+ *    once, so no result is encoded per record) and one dedup changelog entry;
+ *  - in a transaction with the input offset: one transactional producer per input partition (as
+ *    Sluice), one transaction per fetched batch, sends of at most ~450 KB, the partitions' batches
+ *    handled concurrently.
+ * No deadlines, micro-batches, model calls, metrics, logs or spans: what is left is kafkajs's own cost
+ * (fetch decoding, producing, the transaction round trips). It runs until SIGTERM, like `sluice serve`.
+ *
+ *   node dist/bench/kafkajs-floor.js BROKERS REQUESTS RESULTS GROUP
+ */
+import { Kafka, logLevel, type Producer } from "kafkajs";
+import { fixProduceEncoding } from "../src/kafka/protocol/produce-encoding.js";
+
+process.env.KAFKAJS_NO_PARTITIONER_WARNING ??= "1";
+const [brokers, requests, results, group] = process.argv.slice(2) as [string, string, string, string];
+if (!group) throw new Error("usage: kafkajs-floor.js BROKERS REQUESTS RESULTS GROUP");
+const dedup = `${group}.dedup`;
+/** Records per send: ~450 KB of results and changelog entries (a batch above 1 MiB is refused). */
+const SEND_RECORDS = 400;
+
+/** The result's JSON around its id: the no-op model's answer in Sluice's result size, built once. */
+const zeros: number[] = [];
+for (let i = 0; i < 384; i++) zeros.push(0);
+const [HEAD, TAIL] = JSON.stringify({
+  id: "@ID@",
+  status: "ok",
+  model: { name: "noop", version: "0" },
+  output: { embedding: zeros },
+  timing: { note: "kafkajs floor".padEnd(200) },
+}).split("@ID@") as [string, string];
+
+async function main(): Promise<void> {
+  fixProduceEncoding();
+  const kafka = new Kafka({ clientId: group, brokers: brokers.split(","), logLevel: logLevel.NOTHING });
+  const admin = kafka.admin();
+  await admin.connect();
+  const { partitions } = (await admin.fetchTopicMetadata({ topics: [requests] })).topics[0] as {
+    partitions: unknown[];
+  };
+  await admin.createTopics({
+    waitForLeaders: true,
+    topics: [{ topic: dedup, numPartitions: partitions.length }],
+  });
+  await admin.disconnect();
+  const producers = new Map<number, Producer>();
+  const producer = async (partition: number) => {
+    let p = producers.get(partition);
+    if (!p) {
+      p = kafka.producer({
+        transactionalId: `${group}-${partition}`,
+        idempotent: true,
+        maxInFlightRequests: 1,
+        allowAutoTopicCreation: false,
+      });
+      producers.set(partition, p);
+      await p.connect();
+    }
+    return p;
+  };
+  const consumer = kafka.consumer({ groupId: group, readUncommitted: false, maxWaitTimeInMs: 100 });
+  await consumer.connect();
+  await consumer.subscribe({ topic: requests, fromBeginning: true });
+  await consumer.run({
+    autoCommit: false,
+    partitionsConsumedConcurrently: partitions.length,
+    eachBatch: async ({ batch }) => {
+      const out: { key: string; value: Buffer; partition: number }[] = [];
+      const changelog: { key: string; value: string; partition: number }[] = [];
+      const now = String(Date.now());
+      for (const m of batch.messages) {
+        const id = (JSON.parse((m.value as Buffer).toString("utf8")) as { id: string }).id;
+        out.push({
+          key: id,
+          value: Buffer.from(HEAD + JSON.stringify(id).slice(1, -1) + TAIL),
+          partition: batch.partition,
+        });
+        changelog.push({ key: id, value: now, partition: batch.partition });
+      }
+      const txn = await (await producer(batch.partition)).transaction();
+      for (let i = 0; i < out.length; i += SEND_RECORDS)
+        await txn.sendBatch({
+          topicMessages: [
+            { topic: results, messages: out.slice(i, i + SEND_RECORDS) },
+            { topic: dedup, messages: changelog.slice(i, i + SEND_RECORDS) },
+          ],
+        });
+      await txn.sendOffsets({
+        consumerGroupId: group,
+        topics: [
+          {
+            topic: batch.topic,
+            partitions: [{ partition: batch.partition, offset: String(Number(batch.lastOffset()) + 1) }],
+          },
+        ],
+      });
+      await txn.commit();
+    },
+  });
+  process.once("SIGTERM", () => {
+    void (async () => {
+      await consumer.disconnect().catch(() => undefined);
+      for (const p of producers.values()) await p.disconnect().catch(() => undefined);
+      process.exit(0);
+    })();
+  });
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.exit(1);
+});
