@@ -157,12 +157,12 @@ export const deliverySchema = z
         "Max remembered request ids per instance, split evenly over its assigned partitions (oldest evicted first).",
       ),
     maxTransactionRecords: positiveInt()
-      .default(500)
+      .default(2000)
       .describe("Most input records per transaction; the rest of what is complete commits right after."),
     maxTransactionBytes: positiveInt()
-      .default(524_288)
+      .default(2_097_152)
       .describe(
-        "Most output bytes (key + value + headers) per serve transaction and per send of every writer (at most 512 KiB); dead-letter values are cut to fit, bytes.",
+        "Most output bytes (key + value + headers) per serve transaction; every send (of any writer) holds at most this and at most 512 KiB; dead-letter values are cut to fit, bytes.",
       ),
     maxMessageBytes: positiveInt()
       .default(1_048_576)
