@@ -22,7 +22,8 @@
  *     backfill's rate; the machine's run queue (`procs_running`, sampled every 250 ms), the CPU
  *     pressure's worst second (`/proc/pressure/cpu` "some") and the
  *     broker's CPU per second in the window; the serve processes' event-loop delay in the window
- *     (max and p99 from their /metrics); partitions revoked in the serve logs during the run (a
+ *     (max and p99 from their /metrics) and their online transactions committed in it (count, and
+ *     the bucket of the p99 of `sluice_transaction_duration_seconds`); partitions revoked in the serve logs during the run (a
  *     session timeout or a fenced broker shows as a rebalance).
  * Every online id and every backfill id must arrive exactly once (counted at the reader). The
  * report lists the worst run first.
@@ -166,6 +167,9 @@ interface RunRow {
   /** The serve processes' event-loop delay in the window (the worst instance): max and p99, ms. */
   loopMaxMs: number;
   loopP99Ms: number;
+  /** Online transactions committed in the window (all instances), and the bucket bound of their p99, ms. */
+  onlineTxnP99Ms: number;
+  onlineTxnN: number;
   lost: number;
   doubled: number;
   /** p99 of each part of the window's latency (intake, queue, inference, commit), ms. */
@@ -192,22 +196,52 @@ const goalMet = (r: RunRow) =>
 /** How far a run's window p99 is past its goal (ms; negative: under it): the report's order. */
 const overGoal = (r: RunRow) => r.windowP99 - (1.5 * r.aloneP99 + 25);
 
-/**
- * The event-loop delay of each serve process since its previous scrape (prom-client's
- * monitorEventLoopDelay histogram, reset at every scrape of /metrics): max and p99 in ms.
- */
-async function eventLoopDelay(ports: readonly number[]): Promise<{ maxMs: number; p99Ms: number }[]> {
+/** What one scrape of a serve process's /metrics tells the report. */
+interface ServeScrape {
+  /** Event-loop delay since the previous scrape (prom-client's histogram, reset at every scrape), ms. */
+  maxMs: number;
+  p99Ms: number;
+  /** Committed online transactions so far, cumulative per bucket: upper bound (ms) → count. */
+  onlineTxn: Map<number, number>;
+}
+
+/** Scrapes every serve process's /metrics (and so resets their event-loop histograms). */
+async function scrapeServe(ports: readonly number[]): Promise<ServeScrape[]> {
   return Promise.all(
     ports.map(async (port) => {
       const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text().catch(() => "");
       const gauge = (name: string) =>
         1000 * Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, "m").exec(text)?.[1] ?? Number.NaN);
+      const onlineTxn = new Map<number, number>();
+      for (const m of text.matchAll(/^sluice_transaction_duration_seconds_bucket\{([^}]*)\} (\S+)$/gm)) {
+        const labels = m[1] as string;
+        if (!labels.includes('lane="online"') || !labels.includes('outcome="committed"')) continue;
+        const le = /le="([^"]+)"/.exec(labels)?.[1] ?? "+Inf";
+        onlineTxn.set(le === "+Inf" ? Number.POSITIVE_INFINITY : 1000 * Number(le), Number(m[2]));
+      }
       return {
         maxMs: gauge("nodejs_eventloop_lag_max_seconds"),
         p99Ms: gauge("nodejs_eventloop_lag_p99_seconds"),
+        onlineTxn,
       };
     }),
   );
+}
+
+/**
+ * The online transactions committed between two scrapes of the same processes: how many, and the
+ * bucket bound their p99 is under (ms; the histogram's buckets, so "≤ 50" means in (25, 50]).
+ */
+function onlineTxnBetween(
+  from: readonly ServeScrape[],
+  to: readonly ServeScrape[],
+): { n: number; p99Ms: number } {
+  const bounds = [...new Set(to.flatMap((s) => [...s.onlineTxn.keys()]))].sort((a, b) => a - b);
+  const count = (le: number) =>
+    to.reduce((a, s, i) => a + (s.onlineTxn.get(le) ?? 0) - (from[i]?.onlineTxn.get(le) ?? 0), 0);
+  const n = count(Number.POSITIVE_INFINITY);
+  const p99Ms = bounds.find((le) => count(le) >= 0.99 * n) ?? Number.NaN;
+  return { n, p99Ms: n > 0 ? p99Ms : Number.NaN };
 }
 
 /** `partitions revoked` lines in the serve logs now. */
@@ -326,11 +360,14 @@ async function main(): Promise<void> {
               const windowFrom = Date.now() + WINDOW_DELAY_MS;
               const windowTo = windowFrom + WINDOW_MS;
               // Scraping resets each instance's event-loop histogram: at the window's start, and its end.
-              const loopReset = setTimeout(() => void eventLoopDelay(serving.ports), windowFrom - Date.now());
-              let loopInWindow: Promise<{ maxMs: number; p99Ms: number }[]> = Promise.resolve([]);
+              let atWindowStart: Promise<ServeScrape[]> = Promise.resolve([]);
+              const loopReset = setTimeout(() => {
+                atWindowStart = scrapeServe(serving.ports);
+              }, windowFrom - Date.now());
+              let loopInWindow: Promise<ServeScrape[]> = Promise.resolve([]);
               const windowTimer = setTimeout(() => {
                 windowOver = true;
-                loopInWindow = eventLoopDelay(serving.ports);
+                loopInWindow = scrapeServe(serving.ports);
               }, windowTo - Date.now());
               await reader.waitFor(`${run}-`, ROWS, 900_000);
               backfillDone = true;
@@ -338,6 +375,7 @@ async function main(): Promise<void> {
               clearTimeout(windowTimer);
               clearTimeout(loopReset);
               const loop = await loopInWindow;
+              const onlineTxn = onlineTxnBetween(await atWindowStart, loop);
               sampler.stop();
               threadSampler.stop();
               await reader.waitFor(prefix, sent, 60_000);
@@ -424,6 +462,8 @@ async function main(): Promise<void> {
                 revoked,
                 loopMaxMs: Math.max(...loop.map((l) => l.maxMs)),
                 loopP99Ms: Math.max(...loop.map((l) => l.p99Ms)),
+                onlineTxnP99Ms: onlineTxn.p99Ms,
+                onlineTxnN: onlineTxn.n,
                 lost,
                 doubled,
                 windowParts: parts(windowEntries),
@@ -485,7 +525,7 @@ function report(
     "",
     `Run ${startedAt.toISOString()} on ${machineDescription()}; broker: ${brokerNote}.`,
     `\`sluice serve\` as separate processes (\`node bin/sluice.js serve\`, children of the benchmark's one process, default model, \`model.workers: auto\`), ${PARTITIONS} partitions per lane; online open-loop paragraphs (words per text p50 ${percentile(words, 50)}, p90 ${percentile(words, 90)}, p99 ${percentile(words, 99)}), each with a deadline ${DEADLINE_MS / 1000} s after its scheduled send, ${ALONE_SECONDS} s alone per repeat; backfills of ${ROWS} paragraphs by \`sluice backfill submit\`, submitted 2 s into the online load; latency = read_committed arrival − broker append time (LogAppendTime on the requests topic).`,
-    `**Window**: the ${WINDOW_MS / 1000} s starting ${WINDOW_DELAY_MS / 1000} s after the submit returned (online requests appended in it); **first seconds**: from the submit's start to the window; **whole**: while the backfill's results arrived. Run queue: \`procs_running\` of /proc/stat every 250 ms in the window (threads runnable on the whole machine); CPU pressure: the kernel's \`/proc/pressure/cpu\` "some" over the window's worst second (the share of that second in which at least one runnable thread waited for a CPU); broker: its process's CPU per second in the window (${brokerSampled ? "found by its listening port" : "not on this machine: not sampled"}); event-loop delay: each serve process's over the window (its /metrics, \`nodejs_eventloop_lag_max_seconds\` and \`_p99_\`, scraped at the window's start and end), the worst instance; revoked: \`partitions revoked\` log lines of the serve processes during the run (a session timeout or a fenced broker shows as one).`,
+    `**Window**: the ${WINDOW_MS / 1000} s starting ${WINDOW_DELAY_MS / 1000} s after the submit returned (online requests appended in it); **first seconds**: from the submit's start to the window; **whole**: while the backfill's results arrived. Run queue: \`procs_running\` of /proc/stat every 250 ms in the window (threads runnable on the whole machine); CPU pressure: the kernel's \`/proc/pressure/cpu\` "some" over the window's worst second (the share of that second in which at least one runnable thread waited for a CPU); broker: its process's CPU per second in the window (${brokerSampled ? "found by its listening port" : "not on this machine: not sampled"}); event-loop delay: each serve process's over the window (its /metrics, \`nodejs_eventloop_lag_max_seconds\` and \`_p99_\`, scraped at the window's start and end), the worst instance; online transactions: the online partitions' transactions committed in the window, all instances (\`sluice_transaction_duration_seconds\` from the same scrapes), with the histogram bucket their p99 is under; revoked: \`partitions revoked\` log lines of the serve processes during the run (a session timeout or a fenced broker shows as one).`,
     `Variants, side by side in this run: ${VARIANTS.map((v, i) => `**${v}** = ${VARIANT_SETTINGS[v]?.label} (${INSTANCES.map((n) => `${i === 0 ? repeatsFor(n) : repeatsOther(n)} repeats with ${n}`).join(", ")})`).join("; ")}.`,
     "Goal per run: window p99 ≤ 1.5 × online p99 alone + 25 ms, no more expired online requests than alone, no partition revoked, backfill beside ≥ 0.5 × alone, nothing lost or doubled.",
     "",
@@ -508,12 +548,12 @@ function report(
     "",
     "Every run, worst first (ms; backfill rows/s; the breakdowns are each part's own p99 from the results' `timing`, so the parts do not add up to the total; commit = the reader's arrival − the result's `completedAt`):",
     "",
-    "| variant | n | rate | # | alone p50 / p99 (expired) | window p50 / p99 (n, expired) | first seconds p99 (n): intake / queue / inference / commit | whole p99 (expired) | window p99: intake / queue / inference / commit | backfill alone → beside | run queue max / mean | CPU pressure, worst second | broker cores min / mean | event-loop delay max / p99 | revoked | goal |",
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    "| variant | n | rate | # | alone p50 / p99 (expired) | window p50 / p99 (n, expired) | first seconds p99 (n): intake / queue / inference / commit | whole p99 (expired) | window p99: intake / queue / inference / commit | backfill alone → beside | run queue max / mean | CPU pressure, worst second | broker cores min / mean | event-loop delay max / p99 | online transactions: p99 (n) | revoked | goal |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
   );
   for (const r of [...rows].sort((a, b) => overGoal(b) - overGoal(a)))
     lines.push(
-      `| ${r.variant} | ${r.instances} | ${r.rate} | ${r.repeat} | ${f0(r.aloneP50)} / ${f0(r.aloneP99)} (${r.aloneExpired}) | ${f0(r.windowP50)} / ${f0(r.windowP99)} (${r.windowN}, ${r.windowExpired}) | ${f0(r.firstP99)} (${r.firstN}): ${r.firstParts} | ${f0(r.besideP99)} (${r.besideExpired}) | ${r.windowParts} | ${r.backfillAlone.toFixed(1)} → ${r.backfillBeside.toFixed(1)} | ${r.runQueueMax} / ${f2(r.runQueueMean)} | ${pct(r.pressureMax)} | ${f2(r.brokerCoresMin)} / ${f2(r.brokerCoresMean)} | ${f0(r.loopMaxMs)} / ${f0(r.loopP99Ms)} | ${r.revoked} | ${goalMet(r) ? "yes" : "no"} |`,
+      `| ${r.variant} | ${r.instances} | ${r.rate} | ${r.repeat} | ${f0(r.aloneP50)} / ${f0(r.aloneP99)} (${r.aloneExpired}) | ${f0(r.windowP50)} / ${f0(r.windowP99)} (${r.windowN}, ${r.windowExpired}) | ${f0(r.firstP99)} (${r.firstN}): ${r.firstParts} | ${f0(r.besideP99)} (${r.besideExpired}) | ${r.windowParts} | ${r.backfillAlone.toFixed(1)} → ${r.backfillBeside.toFixed(1)} | ${r.runQueueMax} / ${f2(r.runQueueMean)} | ${pct(r.pressureMax)} | ${f2(r.brokerCoresMin)} / ${f2(r.brokerCoresMean)} | ${f0(r.loopMaxMs)} / ${f0(r.loopP99Ms)} | ≤ ${f0(r.onlineTxnP99Ms)} ms (${r.onlineTxnN}) | ${r.revoked} | ${goalMet(r) ? "yes" : "no"} |`,
     );
   const worstRun = [...rows].sort((a, b) => overGoal(b) - overGoal(a))[0];
   if (worstRun !== undefined)

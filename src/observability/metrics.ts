@@ -38,6 +38,7 @@ export const SLUICE_METRIC_NAMES = [
   "sluice_records_total",
   "sluice_expired_total",
   "sluice_transactions_total",
+  "sluice_transaction_duration_seconds",
   "sluice_model_info",
   "sluice_fallbacks_total",
   "sluice_model_cpu_seconds_total",
@@ -80,6 +81,7 @@ export class SluiceMetrics {
   private readonly backfillTopics: ReadonlySet<string>;
   private readonly expired: Counter;
   private readonly transactions: Counter<"outcome">;
+  private readonly transactionDuration: Histogram<"lane" | "outcome">;
   private readonly modelCpu: Counter<"lane">;
   private readonly tokens: Counter<"lane">;
 
@@ -210,6 +212,13 @@ export class SluiceMetrics {
       labelNames: ["outcome"],
       registers,
     });
+    this.transactionDuration = new Histogram({
+      name: "sluice_transaction_duration_seconds",
+      help: "Duration of finished Kafka transactions (first send to commit, or to the failure), by the lane of their input partition and outcome.",
+      labelNames: ["lane", "outcome"],
+      buckets: SHORT_BUCKETS_S,
+      registers,
+    });
     this.models = new ModelMetrics(registers);
     this.guard = new GuardMetrics(registers);
 
@@ -287,6 +296,8 @@ export class SluiceMetrics {
       }),
       events.on("transaction.finished", (e) => {
         this.transactions.inc({ outcome: e.outcome });
+        const lane = this.backfillTopics.has(e.topic) ? "backfill" : "online";
+        this.transactionDuration.observe({ lane, outcome: e.outcome }, Math.max(0, e.durationMs) / 1000);
         if (e.outcome === "committed" && e.lastEventTimestampMs !== undefined) {
           this.noteCommittedEventTime(e.topic, e.partition, e.lastEventTimestampMs);
         }

@@ -143,6 +143,7 @@ describe("SluiceMetrics fed by events, scraped over HTTP", () => {
       sluice_records_total: "counter",
       sluice_expired_total: "counter",
       sluice_transactions_total: "counter",
+      sluice_transaction_duration_seconds: "histogram",
       sluice_model_info: "gauge",
       sluice_fallbacks_total: "counter",
       sluice_model_cpu_seconds_total: "counter",
@@ -162,6 +163,7 @@ describe("SluiceMetrics fed by events, scraped over HTTP", () => {
     expect(labelKeys("sluice_records_total")).toEqual(new Set(["lane,outcome"]));
     expect(labelKeys("sluice_fallbacks_total")).toEqual(new Set(["reason"]));
     expect(labelKeys("sluice_transactions_total")).toEqual(new Set(["outcome"]));
+    expect(labelKeys("sluice_transaction_duration_seconds_count")).toEqual(new Set(["lane,outcome"]));
     expect(labelKeys("sluice_expired_total")).toEqual(new Set([""]));
     expect(labelKeys("sluice_model_info")).toEqual(new Set(["name,role,task,version"]));
     expect(labelKeys("sluice_end_to_end_latency_seconds_count")).toEqual(new Set(["lane,status"]));
@@ -202,6 +204,23 @@ describe("SluiceMetrics fed by events, scraped over HTTP", () => {
     expect(one("sluice_end_to_end_latency_seconds_bucket", { status: "ok", le: "0.1" })).toBe(2);
     expect(one("sluice_transactions_total", { outcome: "committed" })).toBe(1);
     expect(one("sluice_transactions_total", { outcome: "aborted" })).toBe(1);
+    expect(one("sluice_transaction_duration_seconds_count", { lane: "online", outcome: "committed" })).toBe(
+      1,
+    );
+    expect(
+      one("sluice_transaction_duration_seconds_sum", { lane: "online", outcome: "committed" }),
+    ).toBeCloseTo(0.009, 9);
+    expect(
+      one("sluice_transaction_duration_seconds_bucket", { lane: "online", outcome: "committed", le: "0.01" }),
+    ).toBe(1);
+    expect(
+      one("sluice_transaction_duration_seconds_bucket", {
+        lane: "online",
+        outcome: "committed",
+        le: "0.005",
+      }),
+    ).toBe(0);
+    expect(one("sluice_transaction_duration_seconds_count", { lane: "online", outcome: "aborted" })).toBe(1);
     expect(
       one("sluice_model_info", {
         name: "bge-small-en-v1.5-q",
