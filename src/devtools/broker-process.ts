@@ -73,21 +73,28 @@ function commandLine(pid: number): string | undefined {
   }
 }
 
+/**
+ * True while `pid` is still tearing down after it stopped being the service: the kernel has already
+ * released its memory, so its command line reads empty, but it is not yet a zombie (Linux; elsewhere
+ * false). A stop that takes an empty command line for "gone" returns while the process still runs.
+ */
+export function exiting(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0 || !existsSync("/proc/self")) return false;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    if (/^\d+ \(.*\) [ZX]/.test(stat)) return false;
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8") === "";
+  } catch {
+    return false;
+  }
+}
+
 export function signal(pid: number, name: NodeJS.Signals): void {
   try {
     process.kill(pid, name);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "ESRCH") throw error;
   }
-}
-
-export async function waitForExit(state: BrokerState, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (!isOurBroker(state)) return true;
-    await sleep(200);
-  }
-  return !isOurBroker(state);
 }
 
 export function sleep(ms: number): Promise<void> {

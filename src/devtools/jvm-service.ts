@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { request } from "node:http";
 import { SluiceError, type SluiceErrorCode } from "../sluice-error.js";
-import { run, signal, sleep } from "./broker-process.js";
+import { exiting, run, signal, sleep } from "./broker-process.js";
 
 /*
  * What a development JVM service started from a run folder needs besides the process helpers of
@@ -93,13 +93,15 @@ export async function stopService(
   timeoutMs: number,
   what: string,
 ): Promise<{ forced: boolean }> {
+  // Gone = no longer the service and not still tearing down (see `exiting`).
+  const isGone = () => !isOurs() && !exiting(pid);
   const gone = async (ms: number) => {
     const deadline = Date.now() + ms;
     while (Date.now() < deadline) {
-      if (!isOurs()) return true;
+      if (isGone()) return true;
       await sleep(100);
     }
-    return !isOurs();
+    return isGone();
   };
   if (!isOurs()) return { forced: false };
   signal(pid, "SIGTERM");

@@ -5,15 +5,8 @@ import { packageRoot } from "../config/project-paths.js";
 import type { KafkaSecuritySettings } from "../kafka/client/kafka-client.js";
 import { waitUntilReady, warmUpCoordinators } from "../kafka/probes/broker-readiness.js";
 import { SluiceError } from "../sluice-error.js";
-import {
-  type BrokerState,
-  choosePort,
-  isOurBroker,
-  run,
-  signal,
-  spawnDetached,
-  waitForExit,
-} from "./broker-process.js";
+import { type BrokerState, choosePort, isOurBroker, run, spawnDetached } from "./broker-process.js";
+import { stopService } from "./jvm-service.js";
 
 /**
  * A single-node Apache Kafka (KRaft, broker+controller) run straight from Maven Central jars, so
@@ -263,15 +256,7 @@ export class LocalBroker {
       clear();
       return { stopped: false };
     }
-    signal(state.pid, "SIGTERM");
-    let forced = false;
-    if (!(await waitForExit(state, this.stopTimeoutMs))) {
-      forced = true;
-      signal(state.pid, "SIGKILL");
-      if (!(await waitForExit(state, 10_000))) {
-        throw new SluiceError("INTERNAL", `Kafka process ${state.pid} survived SIGKILL; check it with ps`);
-      }
-    }
+    const { forced } = await stopService(state.pid, () => isOurBroker(state), this.stopTimeoutMs, "Kafka");
     clear();
     return { stopped: true, pid: state.pid, forced };
   }

@@ -4,7 +4,8 @@ import { request as httpsRequest } from "node:https";
 import { join, resolve } from "node:path";
 import { packageRoot } from "../config/project-paths.js";
 import { SluiceError } from "../sluice-error.js";
-import { choosePort, isRunningWith, run, signal, sleep, spawnDetached } from "./broker-process.js";
+import { choosePort, isRunningWith, run, sleep, spawnDetached } from "./broker-process.js";
+import { stopService } from "./jvm-service.js";
 
 /**
  * A local Apicurio Registry (Confluent-compatible API at `/apis/ccompat/v7`) for development and
@@ -194,15 +195,7 @@ export class LocalRegistry {
       clear();
       return { stopped: false };
     }
-    signal(state.pid, "SIGTERM");
-    let forced = false;
-    if (!(await this.waitForExit(state, this.stopTimeoutMs))) {
-      forced = true;
-      signal(state.pid, "SIGKILL");
-      if (!(await this.waitForExit(state, 10_000))) {
-        throw new SluiceError("INTERNAL", `registry process ${state.pid} survived SIGKILL; check it with ps`);
-      }
-    }
+    const { forced } = await stopService(state.pid, () => this.isOurs(state), this.stopTimeoutMs, "registry");
     clear();
     return { stopped: true, pid: state.pid, forced };
   }
@@ -215,15 +208,6 @@ export class LocalRegistry {
 
   private isOurs(state: RegistryState): boolean {
     return isRunningWith(state.pid, [`-Dsluice.registry.runDir=${this.runDir}`, state.jar]);
-  }
-
-  private async waitForExit(state: RegistryState, timeoutMs: number): Promise<boolean> {
-    const deadline = Date.now() + timeoutMs;
-    while (Date.now() < deadline) {
-      if (!this.isOurs(state)) return true;
-      await sleep(100);
-    }
-    return !this.isOurs(state);
   }
 
   /** The runner jar of the unpacked distribution, fetched with Maven on first use. */
