@@ -3,9 +3,10 @@
  * job, alternately, on one broker, over one pre-produced backlog.
  *
  *  - Sluice: `node bin/sluice.js serve` as its own process with a generated configuration file, as users
- *    run it (or several such processes in one consumer group, as replicas run); the no-op model (src/model/noop-model.ts, through bench/noop-serve.ts) for the text
- *    backlog, the tests' tiny logistic regression (`model.task: tensor`, V2 JSON in and out) for the
- *    tensor backlog. Defaults otherwise: transactions on, 100 ms commit interval.
+ *    run it (or several such processes in one consumer group, as replicas run); the no-op model
+ *    (src/model/noop-model.ts, through bench/noop-serve.ts) for the text backlog, the tests' tiny
+ *    logistic regression (`model.task: tensor`, V2 JSON in and out) for the tensor backlog. Defaults
+ *    otherwise: transactions on, 100 ms commit interval.
  *  - Kafka Streams 3.9.1 (bench/kafka-streams/, built with Maven): `processing.guarantee=exactly_once_v2`,
  *    the default commit interval (100 ms under EOS), a logged (changelog-backed) in-memory dedup store
  *    keyed by request id, one result per record in Sluice's result shape: a zero embedding of 384
@@ -22,12 +23,14 @@
  * BENCHMARKS.md between the bench:ceiling markers.
  *
  *   npm run bench:ceiling
- *   env: KAFKA_BROKERS (else the project's local broker); BENCH_CEILING_RECORDS (150000 per backlog: a JVM peer is still warming up its JIT after 50000, see BENCHMARKS.md);
+ *   env: KAFKA_BROKERS (else the project's local broker); BENCH_CEILING_RECORDS (150000 per
+ *        backlog: a JVM peer is still warming up its JIT after 50000, see BENCHMARKS.md);
  *        BENCH_CEILING_ROUNDS (3); BENCH_CEILING_MODES ("noop,logistic"); BENCH_CEILING_SLUICE_PROCESSES
  *        (how many `sluice serve` processes, members of one group, drain the backlog together, one set
- *        of runs each: "<cores>,1", so "2,1" here, as replicas of a Deployment would); BENCH_CEILING_KSTREAMS_THREADS
- *        (Kafka Streams' num.stream.threads, one set of runs each, the first headlines: "<cores>,1",
- *        so "2,1" here: a stream thread per core, and one processing thread as Sluice's one event loop);
+ *        of runs each: "<cores>,1", so "2,1" here, as replicas of a Deployment would);
+ *        BENCH_CEILING_KSTREAMS_THREADS (Kafka Streams' num.stream.threads, one set of runs each:
+ *        "<cores>,1", so "2,1" here: a stream thread per core, and one processing thread as Sluice's
+ *        one event loop); BENCH_CEILING_FLOOR (1; 0 = no kafkajs floor side);
  *        BENCH_CEILING_TIMEOUT_S (600 per run); BENCH_CEILING_QUIET_WAIT_S (120: the longest wait
  *        before a run for a quiet machine, see quietMachine); BENCH_CEILING_WARMUP (1; 0 = no
  *        unreported warm-up round before the first mode's rounds); BENCH_CEILING_MAX_REST_CORES (0.5)
