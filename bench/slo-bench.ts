@@ -23,8 +23,8 @@
  *     pressure's worst second (`/proc/pressure/cpu` "some") and the
  *     broker's CPU per second in the window; the serve processes' event-loop delay in the window
  *     (max and p99 from their /metrics) and their online transactions committed in it (count, and
- *     the bucket of the p99 of `sluice_transaction_duration_seconds`); partitions revoked in the serve logs during the run (a
- *     session timeout or a fenced broker shows as a rebalance).
+ *     the bucket of the p99 of `sluice_transaction_duration_seconds`); partitions revoked in the
+ *     serve logs during the run (a session timeout or a fenced broker shows as a rebalance).
  * Every online id and every backfill id must arrive exactly once (counted at the reader). The
  * report lists the worst run first.
  *
@@ -236,6 +236,8 @@ function onlineTxnBetween(
   from: readonly ServeScrape[],
   to: readonly ServeScrape[],
 ): { n: number; p99Ms: number } {
+  // No scrape at the window's start (the run ended before it): nothing to subtract, so no figure.
+  if (from.length !== to.length) return { n: Number.NaN, p99Ms: Number.NaN };
   const bounds = [...new Set(to.flatMap((s) => [...s.onlineTxn.keys()]))].sort((a, b) => a - b);
   const count = (le: number) =>
     to.reduce((a, s, i) => a + (s.onlineTxn.get(le) ?? 0) - (from[i]?.onlineTxn.get(le) ?? 0), 0);
