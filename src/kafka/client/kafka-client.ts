@@ -1,3 +1,5 @@
+// First: kafkajs must find the linear message grouping when it loads (message-grouping.ts).
+import "../protocol/message-grouping.js";
 import { Kafka, type KafkaConfig, type LogEntry, logLevel } from "kafkajs";
 import type { SluiceConfig } from "../../config/config-schema.js";
 import { fixAbortedTransactionOrder } from "../protocol/aborted-transaction-order.js";

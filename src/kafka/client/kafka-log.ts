@@ -1,3 +1,5 @@
+// First: kafkajs must find the linear message grouping when it loads (message-grouping.ts).
+import "../protocol/message-grouping.js";
 import { type LogEntry, logLevel } from "kafkajs";
 
 /**

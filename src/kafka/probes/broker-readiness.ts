@@ -1,3 +1,5 @@
+// First: kafkajs must find the linear message grouping when it loads (message-grouping.ts).
+import "../protocol/message-grouping.js";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Kafka, logLevel } from "kafkajs";
 import type { KafkaSecuritySettings } from "../client/kafka-client.js";

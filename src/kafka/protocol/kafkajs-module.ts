@@ -10,6 +10,11 @@ let src: string | undefined;
  * function on it reaches every client. Throws as `require` does when kafkajs has no such module.
  */
 export function kafkajsModule<T>(...path: string[]): T {
+  return require(kafkajsModulePath(...path)) as T;
+}
+
+/** The file name of one of kafkajs's own modules (see `kafkajsModule`), without loading it. */
+export function kafkajsModulePath(...path: string[]): string {
   src ??= join(dirname(require.resolve("kafkajs")), "src");
-  return require(join(src, ...path)) as T;
+  return join(src, ...path);
 }

@@ -1,3 +1,5 @@
+// First: kafkajs must find the linear message grouping when it loads (message-grouping.ts).
+import "../protocol/message-grouping.js";
 import { type Kafka, Partitioners } from "kafkajs";
 import type { BackfillRecord, RunWriter } from "../../backfill/backfill-submission.js";
 import {
