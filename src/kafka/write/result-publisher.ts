@@ -4,6 +4,7 @@ import type { PublishUnit, ResultPublisher } from "../../delivery/partition-comm
 import { SendBound } from "../../delivery/size-refusal.js";
 import { SluiceError } from "../../sluice-error.js";
 import { type KafkaAccess, kafkaFailure, narrowTopicDenial } from "../client/kafka-failure.js";
+import { keyPartitioner } from "../protocol/key-partitioner.js";
 import { isTooLarge, partitionSubject, tooLarge } from "./produce-failure.js";
 import { chunks, toTopicMessages } from "./record-collector.js";
 import { TransactionalProducer } from "./transactional-producer.js";
@@ -149,6 +150,8 @@ class AtLeastOncePublisher implements ResultPublisher {
       idempotent: true,
       maxInFlightRequests: 1,
       allowAutoTopicCreation: false,
+      // kafkajs's DefaultPartitioner without its per-message garbage (key-partitioner.ts).
+      createPartitioner: keyPartitioner,
     });
     try {
       await producer.connect();

@@ -3,6 +3,7 @@ import type { OutboundMessage } from "../../delivery/outbound-message.js";
 import { type RefusedSend, retrySizeRefusals, SendBound } from "../../delivery/size-refusal.js";
 import type { SluiceError } from "../../sluice-error.js";
 import { type KafkaAccess, kafkaFailure, narrowTopicDenial } from "../client/kafka-failure.js";
+import { keyPartitioner } from "../protocol/key-partitioner.js";
 import { classifyProduceFailure, type FailureSubject } from "./produce-failure.js";
 import { chunks, toTopicMessages } from "./record-collector.js";
 
@@ -87,6 +88,8 @@ export class TransactionalProducer {
       maxInFlightRequests: 1,
       transactionTimeout: opts.transactionTimeoutMs,
       allowAutoTopicCreation: false,
+      // kafkajs's DefaultPartitioner without its per-message garbage (key-partitioner.ts).
+      createPartitioner: keyPartitioner,
     });
     try {
       await producer.connect();
