@@ -2,6 +2,7 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { keyPartitioner, murmur2 } from "../../../../src/kafka/protocol/key-partitioner.js";
+import { seededRandom } from "../../../support/seeded-random.js";
 
 const require = createRequire(import.meta.url);
 const root = join(dirname(require.resolve("kafkajs")), "src", "producer", "partitioners");
@@ -10,20 +11,8 @@ const { DefaultPartitioner } = require(join(root, "index.js")) as {
   DefaultPartitioner: () => (args: unknown) => number;
 };
 
-/** A small deterministic generator (mulberry32), so a failing case can be replayed. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 function keys(seed: number, n: number): Array<string | Buffer | number> {
-  const r = random(seed);
+  const r = seededRandom(seed);
   const chars = ["a", "Z", "0", "-", " ", "é", "€", "日", "😀", "\u0000", "\u007f"];
   return Array.from({ length: n }, (_, i) => {
     const length = Math.floor(r() * 40);

@@ -6,6 +6,7 @@ import {
   fixProduceEncoding,
   type ProduceRequestArgs,
 } from "../../../../src/kafka/protocol/produce-encoding.js";
+import { seededRandom } from "../../../support/seeded-random.js";
 
 const require = createRequire(import.meta.url);
 const root = join(dirname(require.resolve("kafkajs")), "src");
@@ -20,20 +21,8 @@ const produce = require(join(root, "protocol", "requests", "produce", "index.js"
 };
 const Long = require(join(root, "utils", "long.js")) as { fromValue: (v: unknown) => unknown };
 
-/** A small deterministic generator (mulberry32), so a failing case can be replayed. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 function generated(seed: number, now: number): ProduceRequestArgs {
-  const r = random(seed);
+  const r = seededRandom(seed);
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(r() * xs.length)] as T;
   const text = (n: number) => Array.from({ length: n }, () => pick(["a", "é", "z", " ", "€", "0"])).join("");
   const bytes = () =>
@@ -133,7 +122,7 @@ describe("the CRC-32C", () => {
       b: Buffer,
     ) => number;
     const { crc32c } = require("@node-rs/crc32") as { crc32c: (b: Uint8Array) => number };
-    const r = random(99);
+    const r = seededRandom(99);
     for (const size of [0, 1, 7, 8, 63, 64, 1000, 65_537]) {
       const data = Buffer.from(Array.from({ length: size }, () => Math.floor(r() * 256)));
       expect(crc32c(data), `size ${size}`).toBe(kafkajsCrc(data));
