@@ -19,16 +19,18 @@ export interface CommittableRange<T> {
 }
 
 /** Caps one `takeCommittable` slice; it always holds at least one record. */
-export interface CommittableLimit<T> {
+export interface CommittableLimit {
   maxRecords: number;
+  /** Against the sum of the `bytes` the slice's records were completed with. */
   maxBytes: number;
-  sizeOf: (completion: T) => number;
 }
 
 interface Slot<T> {
   offset: bigint;
   done: boolean;
   completion: T | undefined;
+  /** The completion's size as `complete` was told it (counted once, not per slice attempt). */
+  bytes: number;
 }
 
 export class OffsetTracker<T> {
@@ -50,18 +52,22 @@ export class OffsetTracker<T> {
         `OffsetTracker: offset ${offset} is not above the last tracked offset ${this.lastTracked}; reset() the tracker before re-reading a partition`,
       );
     }
-    const slot: Slot<T> = { offset: o, done: false, completion: undefined };
+    const slot: Slot<T> = { offset: o, done: false, completion: undefined, bytes: 0 };
     this.slots.push(slot);
     this.byOffset.set(o, slot);
     this.lastTracked = o;
   }
 
-  /** Marks a tracked record finished with its completion payload. Returns false for unknown offsets. */
-  complete(offset: string, completion: T): boolean {
+  /**
+   * Marks a tracked record finished with its completion payload and its size in bytes (what
+   * `takeCommittable`'s maxBytes counts). Returns false for unknown offsets.
+   */
+  complete(offset: string, completion: T, bytes = 0): boolean {
     const slot = this.byOffset.get(BigInt(offset));
     if (slot === undefined || slot.done) return false;
     slot.done = true;
     slot.completion = completion;
+    slot.bytes = bytes;
     return true;
   }
 
@@ -69,14 +75,14 @@ export class OffsetTracker<T> {
    * Removes and returns the contiguous completed prefix, or undefined when it is empty. With `limit`
    * only its first records (at least one) up to maxRecords / maxBytes; the rest stays for the next call.
    */
-  takeCommittable(limit?: CommittableLimit<T>): CommittableRange<T> | undefined {
+  takeCommittable(limit?: CommittableLimit): CommittableRange<T> | undefined {
     let end = this.head;
     let bytes = 0;
     let capped = false;
     while (end < this.slots.length && this.slots[end]?.done) {
       if (limit) {
         const n = end - this.head;
-        const size = limit.sizeOf((this.slots[end] as Slot<T>).completion as T);
+        const size = (this.slots[end] as Slot<T>).bytes;
         if (n > 0 && (n >= limit.maxRecords || bytes + size > limit.maxBytes)) {
           capped = true;
           break;

@@ -174,9 +174,10 @@ export class PartitionCommitter {
   /** Records the outputs of a finished record; they go out with the next transaction. */
   complete(offset: string, completion: RecordCompletion): void {
     if (this.failure || this.closed) return;
-    if (!this.tracker.complete(offset, completion)) return;
+    const bytes = completionBytes(completion);
+    if (!this.tracker.complete(offset, completion, bytes)) return;
     this.completedRecords++;
-    this.completedBytes += completionBytes(completion);
+    this.completedBytes += bytes;
     // A full transaction's worth is waiting: commit now instead of at the next tick, so records
     // waiting for commit (which count toward the processor's backpressure bound) drain promptly.
     const full =
@@ -259,7 +260,6 @@ export class PartitionCommitter {
         const range = this.tracker.takeCommittable({
           maxRecords: this.maxTransactionRecords,
           maxBytes: this.maxTransactionBytes,
-          sizeOf: completionBytes,
         });
         if (!range) {
           await this.commitAttachedAlone();

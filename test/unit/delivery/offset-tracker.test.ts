@@ -65,8 +65,8 @@ describe("OffsetTracker", () => {
   it("caps a slice by records and bytes at a record boundary, at least one record, rest stays", () => {
     const t = new OffsetTracker<number>();
     for (let o = 0; o < 6; o++) t.track(String(o));
-    for (let o = 0; o < 6; o++) t.complete(String(o), o === 3 ? 1000 : 10);
-    const limit = { maxRecords: 2, maxBytes: 100, sizeOf: (n: number) => n };
+    for (let o = 0; o < 6; o++) t.complete(String(o), o === 3 ? 1000 : 10, o === 3 ? 1000 : 10);
+    const limit = { maxRecords: 2, maxBytes: 100 };
     expect(t.takeCommittable(limit)).toEqual({
       nextOffset: "2",
       completions: [10, 10],
