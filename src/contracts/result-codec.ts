@@ -21,7 +21,7 @@ export interface ResultEncoderOptions {
 
 export class ResultEncoder {
   private readonly codec: Codec;
-  private readonly headers: Record<string, string>;
+  private readonly headers: Readonly<Record<string, string>>;
   private readonly registrySchemaId: number | undefined;
 
   constructor(opts: ResultEncoderOptions) {
@@ -35,13 +35,14 @@ export class ResultEncoder {
     }
     this.registrySchemaId = opts.registrySchemaId;
     this.codec = opts.codec;
-    this.headers = { "content-type": contentTypeFor(opts.codec) };
+    // One frozen object shared by every result: readers copy it before adding headers (run id, trace).
+    this.headers = Object.freeze({ "content-type": contentTypeFor(opts.codec) });
     avroType("inference-result");
   }
 
   encode(result: InferenceResult): { value: Buffer; headers: Record<string, string> } {
     if (this.codec === "v2-json") return encodeV2Result(result);
-    const headers = { ...this.headers };
+    const headers = this.headers as Record<string, string>;
     if (this.codec === "avro") {
       return { value: avroType("inference-result").toBuffer(toAvro(result)), headers };
     }

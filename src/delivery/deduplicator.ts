@@ -17,8 +17,12 @@
  */
 export interface ChangelogEntry {
   key: string;
-  /** Expiry as decimal epoch ms (UTF-8); null = tombstone. */
-  value: Buffer | null;
+  /**
+   * Expiry as decimal epoch ms (written as UTF-8); null = tombstone. `remember` gives it as a string
+   * (the producer encodes it straight into the request: no Buffer per record); records read back
+   * from the changelog carry it as a Buffer.
+   */
+  value: Buffer | string | null;
 }
 
 /** Resolved options: `ttlMs` and `maxEntries` come from the configuration (`delivery.*`). */
@@ -123,7 +127,7 @@ export class Deduplicator {
     this.put(id, expiresAt);
     this.evictOverLimit();
     this.compact();
-    return { key: id, value: encodeExpiry(expiresAt) };
+    return { key: id, value: String(Math.trunc(expiresAt)) };
   }
 
   /**
@@ -307,8 +311,8 @@ export function encodeExpiry(expiresAtMs: number): Buffer {
 }
 
 /** Expiry from a changelog value; null when it is not a decimal integer. */
-export function decodeExpiry(value: Buffer): number | null {
-  const s = value.toString("utf8");
+export function decodeExpiry(value: Buffer | string): number | null {
+  const s = typeof value === "string" ? value : value.toString("utf8");
   if (!/^-?\d{1,16}$/.test(s)) return null;
   const n = Number(s);
   return Number.isSafeInteger(n) ? n : null;

@@ -76,7 +76,8 @@ export class RequestIntake {
   private decide(task: PartitionTask, r: FetchedRecord, span: RequestSpan): IntakeResult {
     const timestampMs = Number(r.timestamp);
     const source: DeadLetterSource = {
-      ...task.tp,
+      topic: task.tp.topic,
+      partition: task.tp.partition,
       offset: r.offset,
       key: r.key ?? null,
       value: r.value ?? null,
@@ -103,7 +104,9 @@ export class RequestIntake {
       return { kind: "done", completion: this.opts.completions.duplicate(timestampMs, span) };
     // Remember at intake so a duplicate later in the same batch is caught too. If the transaction
     // carrying this entry fails, the task is reset and the dedup store rebuilt from the changelog.
-    const entries = [dedup.remember(request.id, now), ...dedup.evictExpired(now)];
+    const remembered = dedup.remember(request.id, now);
+    const evicted = dedup.evictExpired(now);
+    const entries = evicted.length === 0 ? [remembered] : [remembered, ...evicted];
     // Backfill rows have no default deadline (docs/lanes.md): they wait for idle model time, however
     // long a backlog takes, and never expire unless they carry their own deadlineMs.
     const defaultDeadline =
@@ -127,7 +130,8 @@ export class RequestIntake {
         request,
         lane: task.lane,
         runId: runIdFromHeaders(source.headers),
-        ...(task.lane === "backfill" ? { modelVersion: modelVersionFromHeaders(source.headers) } : {}),
+        // Always present (undefined online), so every work item has one shape.
+        modelVersion: task.lane === "backfill" ? modelVersionFromHeaders(source.headers) : undefined,
         changelog: changelogMessages(task.changelogTopic, task.tp.partition, entries),
         deadlineMs,
         enqueuedAtMs: now,

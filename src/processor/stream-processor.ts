@@ -412,7 +412,8 @@ export class StreamProcessor {
   }
 
   private take(task: PartitionTask, r: FetchedRecord): void {
-    this.emit("record.consumed", { ...task.tp, offset: r.offset, timestampMs: Number(r.timestamp) });
+    const { topic, partition } = task.tp;
+    this.emit("record.consumed", { topic, partition, offset: r.offset, timestampMs: Number(r.timestamp) });
     const taken = this.intake.take(task, r);
     if (taken.kind === "done") {
       this.complete(task, task.generation, r.offset, taken.completion);
