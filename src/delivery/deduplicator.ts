@@ -163,7 +163,7 @@ export class Deduplicator {
    * live at the end, for the following `evictExpired` calls to return: without them the compacted
    * changelog would keep those records forever (a restore drops them again, but nothing deletes them).
    */
-  restore(entries: Iterable<{ key: string; value: Buffer | null }>, nowMs: number): RestoreStats {
+  restore(entries: Iterable<ChangelogEntry>, nowMs: number): RestoreStats {
     this.slots.clear();
     this.queueIds = [];
     this.queueSeqs = [];
