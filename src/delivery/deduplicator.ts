@@ -127,7 +127,7 @@ export class Deduplicator {
     this.put(id, expiresAt);
     this.evictOverLimit();
     this.compact();
-    return { key: id, value: String(Math.trunc(expiresAt)) };
+    return { key: id, value: encodeExpiry(expiresAt) };
   }
 
   /**
@@ -306,8 +306,9 @@ export class Deduplicator {
   }
 }
 
-export function encodeExpiry(expiresAtMs: number): Buffer {
-  return Buffer.from(String(Math.trunc(expiresAtMs)), "utf8");
+/** A changelog value: the expiry as a decimal epoch-ms string (the producer writes it as UTF-8). */
+export function encodeExpiry(expiresAtMs: number): string {
+  return String(Math.trunc(expiresAtMs));
 }
 
 /** Expiry from a changelog value; null when it is not a decimal integer. */
