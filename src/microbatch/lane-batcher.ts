@@ -49,6 +49,8 @@ interface Entry<T> {
   tokens: number;
   deadline: number | null;
   enqueuedAt: number;
+  /** Taken or dropped (for the online lane's arrival list). */
+  gone: boolean;
 }
 
 /** Compact once this many consumed slots sit before `head`. */
@@ -64,8 +66,13 @@ class LaneQueue<T> {
   private entries: (Entry<T> | undefined)[] = [];
   private head = 0;
   private totalTokens = 0;
-  /** Oldest enqueue time; undefined = recompute (after removals). */
-  private oldest: number | null | undefined = null;
+  /**
+   * The online lane's entries in arrival order (taken and dropped ones are marked `gone` and skipped
+   * from the front), so its longest-waiting entry is found without scanning the queue. The backfill
+   * lane is in arrival order itself and keeps none.
+   */
+  private arrivals: Entry<T>[] = [];
+  private arrivalHead = 0;
   readonly tokenAt = (i: number): number => this.entries[this.head + i]?.tokens ?? 0;
 
   /** The i-th queued item (0 ≤ i < size). */
@@ -90,8 +97,7 @@ class LaneQueue<T> {
 
   insert(entry: Entry<T>): void {
     this.totalTokens += entry.tokens;
-    if (this.oldest !== undefined && (this.oldest === null || entry.enqueuedAt < this.oldest))
-      this.oldest = entry.enqueuedAt;
+    if (this.byDeadline) this.arrivals.push(entry);
     const key = entry.deadline ?? Number.POSITIVE_INFINITY;
     const last = this.entries[this.entries.length - 1];
     if (!this.byDeadline || this.size === 0 || (last?.deadline ?? Number.POSITIVE_INFINITY) <= key) {
@@ -113,37 +119,51 @@ class LaneQueue<T> {
     const out = this.entries.slice(this.head, end) as Entry<T>[];
     for (let i = this.head; i < end; i++) this.entries[i] = undefined;
     this.head = end;
-    for (const e of out) this.totalTokens -= e.tokens;
-    this.oldest = undefined;
+    for (const e of out) {
+      this.totalTokens -= e.tokens;
+      e.gone = true;
+    }
     this.compact();
     return out;
   }
 
   drop(predicate: (item: T) => boolean): number {
-    const kept = (this.entries.slice(this.head) as Entry<T>[]).filter((e) => !predicate(e.item));
+    const kept: Entry<T>[] = [];
+    for (let i = this.head; i < this.entries.length; i++) {
+      const e = this.entries[i] as Entry<T>;
+      if (predicate(e.item)) e.gone = true;
+      else kept.push(e);
+    }
     const dropped = this.size - kept.length;
     if (dropped === 0) return 0;
     this.entries = kept;
     this.head = 0;
+    if (kept.length === 0) {
+      this.arrivals = [];
+      this.arrivalHead = 0;
+    }
     this.totalTokens = kept.reduce((n, e) => n + e.tokens, 0);
-    this.oldest = undefined;
     return dropped;
   }
 
-  state(closing: boolean): QueueState {
-    if (this.oldest === undefined) {
-      let oldest: number | null = null;
-      for (let i = this.head; i < this.entries.length; i++) {
-        const at = (this.entries[i] as Entry<T>).enqueuedAt;
-        if (oldest === null || at < oldest) oldest = at;
-      }
-      this.oldest = oldest;
+  /** Enqueue time of the entry queued longest (the first to arrive of those still queued). */
+  private oldestEnqueuedAt(): number | null {
+    if (this.size === 0) return null;
+    if (!this.byDeadline) return (this.entries[this.head] as Entry<T>).enqueuedAt;
+    while ((this.arrivals[this.arrivalHead] as Entry<T>).gone) this.arrivalHead++;
+    if (this.arrivalHead >= COMPACT_THRESHOLD && this.arrivalHead * 2 >= this.arrivals.length) {
+      this.arrivals = this.arrivals.slice(this.arrivalHead);
+      this.arrivalHead = 0;
     }
+    return (this.arrivals[this.arrivalHead] as Entry<T>).enqueuedAt;
+  }
+
+  state(closing: boolean): QueueState {
     const first = this.entries[this.head];
     return {
       count: this.size,
       tokens: this.totalTokens,
-      oldestEnqueuedAtMs: this.size > 0 ? this.oldest : null,
+      oldestEnqueuedAtMs: this.oldestEnqueuedAt(),
       // Sorted by deadline: the earliest is the head (null = none has a deadline).
       earliestDeadlineMs: this.byDeadline && first ? first.deadline : null,
       closing,
@@ -155,6 +175,8 @@ class LaneQueue<T> {
     if (this.head === this.entries.length) {
       this.entries = [];
       this.head = 0;
+      this.arrivals = [];
+      this.arrivalHead = 0;
     } else if (this.head >= COMPACT_THRESHOLD && this.head * 2 >= this.entries.length) {
       this.entries = this.entries.slice(this.head);
       this.head = 0;
@@ -243,7 +265,13 @@ export class LaneBatcher<T> {
     if (this.closed) throw new Error("LaneBatcher: add() after close(); create a new batcher");
     if (!Number.isFinite(meta.tokens) || meta.tokens < 0)
       throw new RangeError(`LaneBatcher: tokens must be a finite number ≥ 0, got ${String(meta.tokens)}`);
-    const entry = { item, tokens: meta.tokens, deadline: meta.deadlineMs, enqueuedAt: this.clock.now() };
+    const entry = {
+      item,
+      tokens: meta.tokens,
+      deadline: meta.deadlineMs,
+      enqueuedAt: this.clock.now(),
+      gone: false,
+    };
     (meta.lane === "online" ? this.online : this.backfill).insert(entry);
     this.evaluate();
   }

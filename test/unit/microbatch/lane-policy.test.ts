@@ -146,6 +146,42 @@ describe("LaneBatcher (fake clock)", () => {
     expect(lanes()).toEqual(["online:first", "online:soon,soon-2", "online:mid,late", "online:none"]);
   });
 
+  it("the wait rule counts from the online item queued longest, even when later ones sort ahead of it", () => {
+    const clock = new FakeClock();
+    const batches: LaneBatch<string>[] = [];
+    const batcher = new LaneBatcher<string>({
+      ...{ maxBatchSize: 3, maxBatchTokens: 100, maxWaitMs: 10, onlineSlots: 1, backfillSlots: 1 },
+      clock,
+      onBatch: (batch) => batches.push(batch),
+    });
+    const online = (id: string, deadlineMs: number) =>
+      batcher.add(id, { lane: "online", tokens: 1, deadlineMs });
+    online("x", 90_000);
+    clock.advance(10); // x leaves alone (wait) and takes the one online slot
+    online("a", 50_000); // queued at +10
+    clock.advance(1);
+    for (const [id, deadline] of [
+      ["b", 40_000],
+      ["c", 30_000],
+      ["d", 25_000],
+    ] as const)
+      online(id, deadline);
+    batcher.done("online"); // the three earliest deadlines leave (size); a stays, queued longest
+    clock.advance(3);
+    online("e", 20_000); // queued at +14 and sorted ahead of a
+    online("f", 95_000);
+    batcher.drop((item) => item === "f");
+    batcher.done("online"); // a and e wait for company: a's wait ends at +20, not e's at +24
+    clock.advance(5);
+    expect(batches.map((b) => b.items.join(","))).toEqual(["x", "d,c,b"]);
+    clock.advance(1);
+    expect(batches.map((b) => `${b.reason}:${b.items.join(",")}`)).toEqual([
+      "wait:x",
+      "size:d,c,b",
+      "wait:e,a",
+    ]);
+  });
+
   it("the online deadline rule still fires early enough to finish (estimatedInferenceMs)", () => {
     const { clock, batcher, lanes } = setup();
     batcher.setEstimatedInferenceMs(50);
