@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { Codec } from "../../../src/contracts/codec.js";
 import type { InferenceResult } from "../../../src/contracts/inference.js";
 import { decodeResult, ResultEncoder } from "../../../src/contracts/result-codec.js";
+import { seededRandom } from "../../support/seeded-random.js";
 
 const base: Omit<InferenceResult, "id" | "status" | "output"> = {
   model: { name: "bge-small-en-v1.5-q", version: "0123456789ab" },
@@ -92,6 +93,29 @@ describe("result codec round trip", () => {
     expect(() => decodeResult(Buffer.from("[]"))).toThrow(/JSON object/);
     expect(() => decodeResult(Buffer.from('{"id":1}'))).toThrow(/"id"/);
     expect(() => decodeResult(Buffer.from("x"), { "content-type": "text/csv" })).toThrow(/unsupported/);
+  });
+
+  it("json: an embedding's numbers are exactly what JSON.stringify writes (generated float32s, NaN, ±Infinity, −0)", () => {
+    const random = seededRandom(30);
+    const json = new ResultEncoder({ codec: "json" });
+    const special = [Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, -0, 1e21, 1e-7, 5e-324];
+    for (let n = 0; n < 200; n++) {
+      const values = Array.from({ length: 1 + Math.floor(random() * 400) }, () => {
+        const r = random();
+        if (r < 0.02) return special[Math.floor(random() * special.length)] as number;
+        if (r < 0.1) return Math.round((random() - 0.5) * 1e6);
+        return Math.fround((random() - 0.5) * 10 ** Math.floor(random() * 12 - 8));
+      });
+      const output = { embedding: n % 2 === 0 ? values : (Float32Array.from(values) as unknown as number[]) };
+      // An id holding the spot the numbers go to must stay a string: the marker is found after it.
+      const id = n % 3 === 0 ? '"output":{"embedding":[]}' : `id-${n}`;
+      const text = json.encode({ ...base, id, status: "ok", output }).value.toString("utf8");
+      expect(text).toBe(JSON.stringify(JSON.parse(text)));
+      const parsed = JSON.parse(text) as { id: string; output: { embedding: (number | null)[] } };
+      expect(parsed.id).toBe(id);
+      const expected = Array.from(output.embedding, (v) => (Number.isFinite(v) ? v : null));
+      expect(JSON.stringify(parsed.output.embedding)).toBe(JSON.stringify(expected));
+    }
   });
 
   it("validates its options", () => {
