@@ -42,7 +42,8 @@ export function codecFromHeaders(
 ): { codec: Codec } | { unsupported: string } {
   const raw = headerValue(headers, CONTENT_TYPE_HEADER);
   if (raw === undefined) return { codec: fallback };
-  const mediaType = (raw.split(";")[0] ?? "").trim().toLowerCase();
+  const semicolon = raw.indexOf(";");
+  const mediaType = (semicolon < 0 ? raw : raw.slice(0, semicolon)).trim().toLowerCase();
   switch (mediaType) {
     case "":
       return { codec: fallback };
@@ -66,8 +67,9 @@ export function headerValue(headers: RecordHeaders | undefined, name: string): s
   let value = headers[name];
   if (value === undefined) {
     const lower = name.toLowerCase();
+    // Per record, often for a header that is absent: only names of the same length are lower-cased.
     for (const key of Object.keys(headers)) {
-      if (key.toLowerCase() === lower) {
+      if (key.length === lower.length && key.toLowerCase() === lower) {
         value = headers[key];
         break;
       }

@@ -212,23 +212,25 @@ function parseTensor(raw: unknown, where: string): NamedTensor | string {
   const { name, shape, datatype, data } = raw;
   if (typeof name !== "string" || name === "")
     return `${where}.name is ${describe(name)}; expected a non-empty string`;
-  const label = `input "${truncateForMessage(name)}"`;
+  // Built only for a message: most tensors are valid.
+  const label = () => `input "${truncateForMessage(name)}"`;
   if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && (d as number) >= 0)) {
-    return `${label}: "shape" must be an array of non-negative integers`;
+    return `${label()}: "shape" must be an array of non-negative integers`;
   }
   if (typeof datatype !== "string" || !(TENSOR_DATATYPES as readonly string[]).includes(datatype)) {
-    return `${label}: datatype ${typeof datatype === "string" ? `"${truncateForMessage(datatype)}"` : describe(datatype)} is not supported; expected one of ${TENSOR_DATATYPES.join(", ")}`;
+    return `${label()}: datatype ${typeof datatype === "string" ? `"${truncateForMessage(datatype)}"` : describe(datatype)} is not supported; expected one of ${TENSOR_DATATYPES.join(", ")}`;
   }
   if (!Array.isArray(data))
-    return `${label}: "data" is ${describe(data)}; expected an array (flat or nested, row-major)`;
-  const flat = (data as unknown[]).flat(Number.POSITIVE_INFINITY) as unknown[];
+    return `${label()}: "data" is ${describe(data)}; expected an array (flat or nested, row-major)`;
+  // Flat data (the usual form) is taken as it is; nested data is flattened, row-major.
+  const flat = data.some(Array.isArray) ? (data.flat(Number.POSITIVE_INFINITY) as unknown[]) : data;
   const dims = shape as number[];
   const expected = elementCount(dims);
   if (flat.length !== expected) {
-    return `${label}: "data" has ${flat.length} elements but shape [${dims.join(",")}] holds ${expected}`;
+    return `${label()}: "data" has ${flat.length} elements but shape [${dims.join(",")}] holds ${expected}`;
   }
   const problem = checkElements(flat, datatype as TensorDatatype);
-  if (problem !== undefined) return `${label}: ${problem}`;
+  if (problem !== undefined) return `${label()}: ${problem}`;
   return { name, datatype: datatype as TensorDatatype, shape: dims, data: flat as TensorData };
 }
 
