@@ -68,7 +68,7 @@ export function headerValue(headers: RecordHeaders | undefined, name: string): s
   if (value === undefined) {
     const lower = name.toLowerCase();
     // Per record, often for a header that is absent: only names of the same length are lower-cased.
-    for (const key of Object.keys(headers)) {
+    for (const key in headers) {
       if (key.length === lower.length && key.toLowerCase() === lower) {
         value = headers[key];
         break;

@@ -137,11 +137,12 @@ export function checkRequest(sig: TensorSignature, item: unknown, maxRows: numbe
         { input: spec.name, "expected-datatype": spec.datatype, "actual-datatype": t.datatype },
       );
     }
-    const shapeContext = {
+    // Built only for a rejection: most requests fit.
+    const shapeContext = () => ({
       input: spec.name,
       "expected-shape": formatDims(spec.dims),
       "actual-shape": formatDims(t.shape),
-    };
+    });
     const fits =
       t.shape.length === spec.dims.length &&
       t.shape.every((d, axis) => spec.dims[axis] === null || spec.dims[axis] === d) &&
@@ -150,7 +151,7 @@ export function checkRequest(sig: TensorSignature, item: unknown, maxRows: numbe
       return reject(
         "TENSOR_SHAPE_MISMATCH",
         `input "${spec.name}" has shape ${formatDims(t.shape)}; the model expects ${formatDims(spec.dims)} (-1 = any size, at least one row)`,
-        shapeContext,
+        shapeContext(),
       );
     }
     const r = t.shape[0] as number;
@@ -158,7 +159,7 @@ export function checkRequest(sig: TensorSignature, item: unknown, maxRows: numbe
       return reject(
         "TENSOR_SHAPE_MISMATCH",
         `input "${spec.name}" has ${r} rows but an earlier input has ${rows}; every input needs the same row count`,
-        shapeContext,
+        shapeContext(),
       );
     }
     rows = r;
@@ -177,7 +178,7 @@ export function checkRequest(sig: TensorSignature, item: unknown, maxRows: numbe
         return reject(
           "TENSOR_NON_FINITE",
           `input "${spec.name}" element ${at} is not a finite ${spec.datatype} value (NaN, infinite or out of range); the model forbids non-finite inputs`,
-          { ...shapeContext, "element-index": String(at) },
+          { ...shapeContext(), "element-index": String(at) },
         );
       }
     }
