@@ -121,8 +121,8 @@ export function createStreamProcessor(
     resultsTopic: o.resultsTopic,
     backfillResultsTopic: o.backfillResultsTopic ?? o.resultsTopic,
     deadLetterTopic: o.deadLetterTopic,
-    encodeResult: (result) => encoder.encode(result),
-    ...(backfillEncoder ? { encodeBackfillResult: (result) => backfillEncoder.encode(result) } : {}),
+    encodeResult: (result) => encoder.encodeRecord(result),
+    ...(backfillEncoder ? { encodeBackfillResult: (result) => backfillEncoder.encodeRecord(result) } : {}),
     // Fits one transaction and one send (and so the broker's default message size limit).
     maxDeadLetterBytes: Math.min(o.maxTransactionBytes, MAX_SEND_BYTES) - 64,
   });
@@ -136,7 +136,7 @@ export function createStreamProcessor(
       ? {
           shadow: new ShadowScorer({
             ...o.shadow,
-            encode: (result) => encoder.encode(result),
+            encode: (result) => encoder.encodeRecord(result),
             maxQueued: SHADOW_QUEUE_ITEMS,
             maxBatch: o.maxBatchSize,
             clock: systemClock,

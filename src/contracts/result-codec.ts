@@ -41,6 +41,16 @@ export class ResultEncoder {
   }
 
   encode(result: InferenceResult): { value: Buffer; headers: Record<string, string> } {
+    const { value, headers } = this.encodeRecord(result);
+    return { value: typeof value === "string" ? Buffer.from(value, "utf8") : value, headers };
+  }
+
+  /**
+   * `encode` as the producer takes it: a JSON result's value is its text, which the produce encoding
+   * writes straight into the request (src/kafka/protocol/produce-encoding.ts) instead of into a Buffer
+   * of its own first. The bytes on the wire are the same.
+   */
+  encodeRecord(result: InferenceResult): { value: Buffer | string; headers: Record<string, string> } {
     if (this.codec === "v2-json") return encodeV2Result(result);
     const headers = this.headers as Record<string, string>;
     if (this.codec === "avro") {
@@ -50,7 +60,7 @@ export class ResultEncoder {
       const payload = avroType("inference-result").toBuffer(toAvro(result));
       return { value: frameRegistryPayload(this.registrySchemaId as number, payload), headers };
     }
-    return { value: Buffer.from(JSON.stringify(normalize(result)), "utf8"), headers };
+    return { value: JSON.stringify(normalize(result)), headers };
   }
 }
 

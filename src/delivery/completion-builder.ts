@@ -18,9 +18,12 @@ export interface CompletionBuilderOptions {
   backfillResultsTopic?: string;
   deadLetterTopic: string;
   /** Encodes a result for the results topic (the configured result codec); may throw. */
-  encodeResult: (result: InferenceResult) => { value: Buffer; headers: Record<string, string> };
+  encodeResult: (result: InferenceResult) => { value: Buffer | string; headers: Record<string, string> };
   /** Encodes a result for `backfillResultsTopic` (its own registry subject). Default: `encodeResult`. */
-  encodeBackfillResult?: (result: InferenceResult) => { value: Buffer; headers: Record<string, string> };
+  encodeBackfillResult?: (result: InferenceResult) => {
+    value: Buffer | string;
+    headers: Record<string, string>;
+  };
   /** Most bytes of one dead letter (key + value + headers); bigger source values are cut to fit. */
   maxDeadLetterBytes: number;
 }
@@ -93,7 +96,7 @@ export class CompletionBuilder {
     // status`/`export` find a run's results without decoding every record of a shared topic.
     const backfill = ctx.lane === "backfill";
     const encode = (backfill && this.opts.encodeBackfillResult) || this.opts.encodeResult;
-    let encoded: { value: Buffer; headers: Record<string, string> };
+    let encoded: { value: Buffer | string; headers: Record<string, string> };
     try {
       encoded = encode(route.result);
     } catch (error) {

@@ -22,7 +22,7 @@ export interface ShadowScorerOptions {
   /** `topics.shadowResults`. */
   topic: string;
   /** The result encoder (shadow results are in the result format). */
-  encode: (result: InferenceResult) => { value: Buffer; headers: Record<string, string> };
+  encode: (result: InferenceResult) => { value: Buffer | string; headers: Record<string, string> };
   /** Requests waiting for the candidate at most; a new one beyond it is shed (counted). */
   maxQueued: number;
   /** Requests per candidate call at most. */
