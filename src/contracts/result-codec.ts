@@ -2,7 +2,7 @@ import { avroType } from "./avro-schemas.js";
 import { type Codec, codecFromHeaders, contentTypeFor, isCodec, type RecordHeaders } from "./codec.js";
 import type { FallbackReason, InferenceOutput, InferenceResult, ResultStatus } from "./inference.js";
 import { frameRegistryPayload } from "./registry-wire.js";
-import { encodeV2Result } from "./v2-json-codec.js";
+import { encodeV2ResultText } from "./v2-json-codec.js";
 
 /**
  * Encoding of results (schemas/inference-result.avsc). JSON carries embeddings as plain numbers;
@@ -51,7 +51,7 @@ export class ResultEncoder {
    * of its own first. The bytes on the wire are the same.
    */
   encodeRecord(result: InferenceResult): { value: Buffer | string; headers: Record<string, string> } {
-    if (this.codec === "v2-json") return encodeV2Result(result);
+    if (this.codec === "v2-json") return encodeV2ResultText(result);
     const headers = this.headers as Record<string, string>;
     if (this.codec === "avro") {
       return { value: avroType("inference-result").toBuffer(toAvro(result)), headers };

@@ -144,6 +144,15 @@ export interface V2InferenceResponse {
 }
 
 export function encodeV2Result(result: InferenceResult): { value: Buffer; headers: Record<string, string> } {
+  const { value, headers } = encodeV2ResultText(result);
+  return { value: Buffer.from(value, "utf8"), headers };
+}
+
+/** `encodeV2Result` with the value as its JSON text (what the producer takes, see ResultEncoder.encodeRecord). */
+export function encodeV2ResultText(result: InferenceResult): {
+  value: string;
+  headers: Record<string, string>;
+} {
   const parameters: Record<string, string | number | boolean> = {
     status: result.status,
     source_topic: result.source.topic,
@@ -171,7 +180,7 @@ export function encodeV2Result(result: InferenceResult): { value: Buffer; header
     outputs: v2Outputs(result.output),
   };
   return {
-    value: Buffer.from(JSON.stringify(response), "utf8"),
+    value: JSON.stringify(response),
     headers: { "content-type": "application/json", [REQUEST_ID_HEADER]: result.id },
   };
 }
