@@ -19,6 +19,12 @@ export interface ResultEncoderOptions {
   registrySchemaId?: number;
 }
 
+/** An encoded result as the producer takes it: its value (JSON as text, Avro as bytes) and headers. */
+export interface EncodedResult {
+  value: Buffer | string;
+  headers: Record<string, string>;
+}
+
 export class ResultEncoder {
   private readonly codec: Codec;
   private readonly headers: Readonly<Record<string, string>>;
@@ -50,7 +56,7 @@ export class ResultEncoder {
    * writes straight into the request (src/kafka/protocol/produce-encoding.ts) instead of into a Buffer
    * of its own first. The bytes on the wire are the same.
    */
-  encodeRecord(result: InferenceResult): { value: Buffer | string; headers: Record<string, string> } {
+  encodeRecord(result: InferenceResult): EncodedResult {
     if (this.codec === "v2-json") return encodeV2ResultText(result);
     const headers = this.headers as Record<string, string>;
     if (this.codec === "avro") {

@@ -1,6 +1,7 @@
 import type { RecordHeaders } from "../contracts/codec.js";
 import type { InferenceResult } from "../contracts/inference.js";
 import { RUN_ID_HEADER } from "../contracts/lane.js";
+import type { EncodedResult } from "../contracts/result-codec.js";
 import type { RequestSpan } from "../tracing/pipeline-tracer.js";
 import {
   buildDeadLetter,
@@ -18,12 +19,9 @@ export interface CompletionBuilderOptions {
   backfillResultsTopic?: string;
   deadLetterTopic: string;
   /** Encodes a result for the results topic (the configured result codec); may throw. */
-  encodeResult: (result: InferenceResult) => { value: Buffer | string; headers: Record<string, string> };
+  encodeResult: (result: InferenceResult) => EncodedResult;
   /** Encodes a result for `backfillResultsTopic` (its own registry subject). Default: `encodeResult`. */
-  encodeBackfillResult?: (result: InferenceResult) => {
-    value: Buffer | string;
-    headers: Record<string, string>;
-  };
+  encodeBackfillResult?: (result: InferenceResult) => EncodedResult;
   /** Most bytes of one dead letter (key + value + headers); bigger source values are cut to fit. */
   maxDeadLetterBytes: number;
 }
@@ -96,7 +94,7 @@ export class CompletionBuilder {
     // status`/`export` find a run's results without decoding every record of a shared topic.
     const backfill = ctx.lane === "backfill";
     const encode = (backfill && this.opts.encodeBackfillResult) || this.opts.encodeResult;
-    let encoded: { value: Buffer | string; headers: Record<string, string> };
+    let encoded: EncodedResult;
     try {
       encoded = encode(route.result);
     } catch (error) {

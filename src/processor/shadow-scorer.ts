@@ -1,4 +1,5 @@
 import type { InferenceOutput, InferenceResult, ModelIdentity } from "../contracts/inference.js";
+import type { EncodedResult } from "../contracts/result-codec.js";
 import { buildResult } from "../delivery/result-builder.js";
 import { agreement, isShadowed } from "../delivery/shadow-agreement.js";
 import type { SluiceEventMap } from "../events/sluice-events.js";
@@ -22,7 +23,7 @@ export interface ShadowScorerOptions {
   /** `topics.shadowResults`. */
   topic: string;
   /** The result encoder (shadow results are in the result format). */
-  encode: (result: InferenceResult) => { value: Buffer | string; headers: Record<string, string> };
+  encode: (result: InferenceResult) => EncodedResult;
   /** Requests waiting for the candidate at most; a new one beyond it is shed (counted). */
   maxQueued: number;
   /** Requests per candidate call at most. */
