@@ -4,6 +4,7 @@ import { Kafka, type KafkaConfig, type LogEntry, logLevel } from "kafkajs";
 import type { SluiceConfig } from "../../config/config-schema.js";
 import { fixAbortedTransactionOrder } from "../protocol/aborted-transaction-order.js";
 import { fixAddPartitionsErrors } from "../protocol/add-partitions-errors.js";
+import { fixPausedFetchWait } from "../protocol/paused-fetch-wait.js";
 import { fixProduceEncoding } from "../protocol/produce-encoding.js";
 import { denialLogTap } from "./kafka-failure.js";
 import { type KafkaLogSink, kafkaLogCreator, kafkaLogLevel } from "./kafka-log.js";
@@ -94,6 +95,8 @@ function buildKafka(
   fixAddPartitionsErrors();
   // Produce requests in one pass with a native CRC-32C (the Kafka path's largest per-record cost).
   fixProduceEncoding();
+  // A consumer whose partitions are all paused fetches again as soon as one resumes.
+  fixPausedFetchWait();
   const failures = denialLogTap();
   const kafka = new Kafka({
     ...kafkaConfig,
