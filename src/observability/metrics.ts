@@ -1,8 +1,10 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import type { Lane } from "../contracts/lane.js";
 import { topicPartitionKey } from "../contracts/topic-partition.js";
 import type { LagSample, SluiceEvents } from "../events/sluice-events.js";
 import { SluiceError } from "../sluice-error.js";
 import { GuardMetrics } from "./guard-metrics.js";
+import { CounterCell, HistogramCell } from "./metric-cell.js";
 import { ModelMetrics } from "./model-metrics.js";
 import { registerSpanExportMetrics, type SpanExportCounts } from "./span-export-metrics.js";
 
@@ -90,8 +92,18 @@ export class SluiceMetrics {
   /** Partitions seen in the previous lag sample, so vanished ones are removed instead of going stale. */
   private lagKeys = new Set<string>();
   private readonly detachers: Array<() => void> = [];
-  private readonly recordsBy = new Map<string, Counter.Internal>();
-  private readonly endToEndBy = new Map<string, Histogram.Internal<"status" | "lane">>();
+  /** Per-record series as cells (metric-cell.ts): by lane, then by outcome or status. */
+  private readonly recordCells: Record<Lane, Map<string, CounterCell>> = {
+    online: new Map(),
+    backfill: new Map(),
+  };
+  private readonly endToEndCells: Record<Lane, Map<string, HistogramCell>> = {
+    online: new Map(),
+    backfill: new Map(),
+  };
+  /** Per-item series of micro-batches, by lane (cells made in the constructor). */
+  private readonly queueWaitCells: Record<Lane, HistogramCell>;
+  private readonly intakeCells: Record<Lane, HistogramCell>;
 
   constructor(opts: SluiceMetricsOptions = {}) {
     const precision = opts.eventLoopMonitoringPrecisionMs ?? 10;
@@ -162,6 +174,14 @@ export class SluiceMetrics {
       buckets: SHORT_BUCKETS_S,
       registers,
     });
+    this.queueWaitCells = {
+      online: new HistogramCell(this.queueWait, { lane: "online" }),
+      backfill: new HistogramCell(this.queueWait, { lane: "backfill" }),
+    };
+    this.intakeCells = {
+      online: new HistogramCell(this.intake, { lane: "online" }),
+      backfill: new HistogramCell(this.intake, { lane: "backfill" }),
+    };
     this.inference = new Histogram({
       name: "sluice_inference_seconds",
       help: "Wall time of one batch in the model runner (tokenize, pad, run, postprocess), seconds, by lane.",
@@ -258,22 +278,20 @@ export class SluiceMetrics {
   attach(events: SluiceEvents): () => void {
     const offs = [
       events.on("record.outcome", (e) => {
-        // Per-record path: label children are cached, so no label hashing per record.
-        const lane = this.backfillTopics.has(e.topic) ? "backfill" : "online";
-        this.child(
-          this.recordsBy,
-          (k) => this.records.labels(k, lane),
-          `${e.outcome}\u0000${lane}`,
+        // Per-record path: cells, so no label work per record (metric-cell.ts).
+        const lane: Lane = this.backfillTopics.has(e.topic) ? "backfill" : "online";
+        cell(
+          this.recordCells[lane],
           e.outcome,
+          () => new CounterCell(this.records, { outcome: e.outcome, lane }),
         ).inc();
         if (e.status === "expired") this.expired.inc();
         if (e.fallbackReason !== undefined) this.fallbacks.inc({ reason: e.fallbackReason });
         const status = e.status ?? e.outcome;
-        this.child(
-          this.endToEndBy,
-          (k) => this.endToEnd.labels(k, lane),
-          `${status}\u0000${lane}`,
+        cell(
+          this.endToEndCells[lane],
           status,
+          () => new HistogramCell(this.endToEnd, { status, lane }),
         ).observe(Math.max(0, e.endToEndMs) / 1000);
       }),
       events.on("microbatch.flushed", (e) => {
@@ -281,10 +299,10 @@ export class SluiceMetrics {
         this.batches.inc({ reason: e.reason, ...lane });
         this.batchSize.observe(lane, e.size);
         this.batchTokens.observe(lane, e.tokens);
-        const wait = this.queueWait.labels(lane);
+        const wait = this.queueWaitCells[lane.lane];
         for (const ms of e.queueWaitMs) wait.observe(Math.max(0, ms) / 1000);
         if (e.intakeMs !== undefined) {
-          const intake = this.intake.labels(lane);
+          const intake = this.intakeCells[lane.lane];
           for (const ms of e.intakeMs) intake.observe(Math.max(0, ms) / 1000);
         }
       }),
@@ -334,15 +352,6 @@ export class SluiceMetrics {
     return this.registry.metrics();
   }
 
-  private child<T>(cache: Map<string, T>, labels: (value: string) => T, key: string, value: string): T {
-    let c = cache.get(key);
-    if (c === undefined) {
-      c = labels(value);
-      cache.set(key, c);
-    }
-    return c;
-  }
-
   private noteCommittedEventTime(topic: string, partition: number, ms: number): void {
     const k = topicPartitionKey(topic, partition);
     const prev = this.lastCommittedEventMs.get(k);
@@ -371,4 +380,14 @@ export class SluiceMetrics {
     this.timeToDrain.reset();
     for (const t of sample.topics) this.timeToDrain.set({ topic: t.topic }, t.timeToDrainSeconds);
   }
+}
+
+/** The cell of `key` in `cells`, made by `make` on its first use. */
+function cell<C>(cells: Map<string, C>, key: string, make: () => C): C {
+  let c = cells.get(key);
+  if (c === undefined) {
+    c = make();
+    cells.set(key, c);
+  }
+  return c;
 }
