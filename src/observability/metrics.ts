@@ -280,19 +280,23 @@ export class SluiceMetrics {
       events.on("record.outcome", (e) => {
         // Per-record path: cells, so no label work per record (metric-cell.ts).
         const lane: Lane = this.backfillTopics.has(e.topic) ? "backfill" : "online";
-        cell(
-          this.recordCells[lane],
-          e.outcome,
-          () => new CounterCell(this.records, { outcome: e.outcome, lane }),
-        ).inc();
+        const records = this.recordCells[lane];
+        let counted = records.get(e.outcome);
+        if (counted === undefined) {
+          counted = new CounterCell(this.records, { outcome: e.outcome, lane });
+          records.set(e.outcome, counted);
+        }
+        counted.inc();
         if (e.status === "expired") this.expired.inc();
         if (e.fallbackReason !== undefined) this.fallbacks.inc({ reason: e.fallbackReason });
         const status = e.status ?? e.outcome;
-        cell(
-          this.endToEndCells[lane],
-          status,
-          () => new HistogramCell(this.endToEnd, { status, lane }),
-        ).observe(Math.max(0, e.endToEndMs) / 1000);
+        const latencies = this.endToEndCells[lane];
+        let latency = latencies.get(status);
+        if (latency === undefined) {
+          latency = new HistogramCell(this.endToEnd, { status, lane });
+          latencies.set(status, latency);
+        }
+        latency.observe(Math.max(0, e.endToEndMs) / 1000);
       }),
       events.on("microbatch.flushed", (e) => {
         const lane = { lane: e.lane ?? "online" };
@@ -380,14 +384,4 @@ export class SluiceMetrics {
     this.timeToDrain.reset();
     for (const t of sample.topics) this.timeToDrain.set({ topic: t.topic }, t.timeToDrainSeconds);
   }
-}
-
-/** The cell of `key` in `cells`, made by `make` on its first use. */
-function cell<C>(cells: Map<string, C>, key: string, make: () => C): C {
-  let c = cells.get(key);
-  if (c === undefined) {
-    c = make();
-    cells.set(key, c);
-  }
-  return c;
 }
