@@ -1,11 +1,7 @@
 import { backfillResultsTopic, type SluiceConfig } from "../config/config-schema.js";
 import type { KafkaOperation, KafkaResourceType } from "../kafka/client/kafka-failure.js";
 import { changelogTopicFor } from "../kafka/client/topic-admin.js";
-import { TIMESTAMP_PROBE_GROUP_PREFIX } from "../kafka/probes/kafka-record-timestamp-reader.js";
-import { RESTORE_GROUP_PREFIX } from "../kafka/read/changelog-reader.js";
-import { BATCH_GROUP_PREFIX } from "../kafka/read/kafka-range-reader.js";
-import { MODEL_CONTROL_GROUP_PREFIX } from "../kafka/runs/model-control-store.js";
-import { BACKFILL_GROUP_PREFIX, BACKFILL_TRANSACTIONAL_ID_PREFIX } from "../kafka/runs/run-manifest-store.js";
+import { BACKFILL_TRANSACTIONAL_ID_PREFIX } from "../kafka/runs/run-manifest-store.js";
 import { BATCH_TRANSACTIONAL_ID_PREFIX } from "../kafka/write/kafka-topic-sink.js";
 import { resultTransactionalIdPrefix } from "../kafka/write/result-publisher.js";
 
@@ -84,15 +80,7 @@ const COMMANDS: Record<string, (c: SluiceConfig, o: AclPlanOptions) => Acl[]> = 
       ...extraOutputs.map((t) => literal("TOPIC", t, "WRITE", "backfill results (topics.backfillResults)")),
       // The live page's runs table reads the run manifests on request (serve runs without these).
       ...(c.topics.backfill.length > 0 && c.observability.ui
-        ? [
-            literal("TOPIC", c.topics.runs, "READ", "live page: the backfill runs table"),
-            prefixed(
-              "GROUP",
-              `${BACKFILL_GROUP_PREFIX}runs`,
-              "READ",
-              "live page: throwaway groups reading the runs topic",
-            ),
-          ]
+        ? [literal("TOPIC", c.topics.runs, "READ", "live page: the backfill runs table")]
         : []),
       ...runs.map((t) => literal("TOPIC", t, "WRITE", "backfill runs' cost shares (topics.runs)")),
       literal(
@@ -102,23 +90,10 @@ const COMMANDS: Record<string, (c: SluiceConfig, o: AclPlanOptions) => Acl[]> = 
         "model control: the group's decisions (topics.modelControl)",
       ),
       literal("TOPIC", c.topics.modelControl, "WRITE", "model control: each partition's switch boundary"),
-      prefixed(
-        "GROUP",
-        MODEL_CONTROL_GROUP_PREFIX,
-        "READ",
-        "throwaway groups that read the model control topic",
-      ),
       ...(c.candidate && c.candidate.shadowShare > 0
         ? [literal("TOPIC", c.topics.shadowResults, "WRITE", "the candidate's shadow results")]
         : []),
       literal("GROUP", group, "READ", "the consumer group (join, commit offsets in transactions)"),
-      prefixed("GROUP", RESTORE_GROUP_PREFIX, "READ", "throwaway groups that read the dedup changelog"),
-      prefixed(
-        "GROUP",
-        TIMESTAMP_PROBE_GROUP_PREFIX,
-        "READ",
-        "throwaway groups of the lag probe (lag seconds)",
-      ),
       ...(c.delivery.transactions
         ? [
             prefixed(
@@ -142,7 +117,6 @@ const COMMANDS: Record<string, (c: SluiceConfig, o: AclPlanOptions) => Acl[]> = 
   status: (c) => [
     ...c.topics.requests.map((t) => literal("TOPIC", t, "READ", "request topic: offsets and timestamps")),
     literal("GROUP", c.consumer.groupId, "DESCRIBE", "the group's committed offsets"),
-    prefixed("GROUP", TIMESTAMP_PROBE_GROUP_PREFIX, "READ", "throwaway groups that read record timestamps"),
   ],
   batch: (c, o) => [
     literal(
@@ -151,7 +125,6 @@ const COMMANDS: Record<string, (c: SluiceConfig, o: AclPlanOptions) => Acl[]> = 
       "READ",
       "batch --input kafka:TOPIC",
     ),
-    prefixed("GROUP", BATCH_GROUP_PREFIX, "READ", "throwaway groups that read the input range"),
     literal("TOPIC", o.batchOutput ?? c.topics.results, "WRITE", "batch --output kafka:TOPIC"),
     prefixed(
       "TRANSACTIONAL_ID",
@@ -172,12 +145,6 @@ const COMMANDS: Record<string, (c: SluiceConfig, o: AclPlanOptions) => Acl[]> = 
       literal("TOPIC", results, "READ", "backfill status/export: the run's results"),
       literal("TOPIC", c.topics.deadLetters, "READ", "backfill status/export: the run's dead letters"),
       prefixed(
-        "GROUP",
-        BACKFILL_GROUP_PREFIX,
-        "READ",
-        "throwaway groups that read runs, results, dead letters",
-      ),
-      prefixed(
         "TRANSACTIONAL_ID",
         BACKFILL_TRANSACTIONAL_ID_PREFIX,
         "WRITE",
@@ -196,12 +163,6 @@ const COMMANDS: Record<string, (c: SluiceConfig, o: AclPlanOptions) => Acl[]> = 
       literal("TOPIC", t, "DESCRIBE", "the online partitions that must switch"),
     ),
     literal("GROUP", c.consumer.groupId, "DESCRIBE", "the members that did not switch"),
-    prefixed(
-      "GROUP",
-      MODEL_CONTROL_GROUP_PREFIX,
-      "READ",
-      "throwaway groups that read the model control topic",
-    ),
     ...(o.createTopics
       ? [literal("TOPIC", c.topics.modelControl, "CREATE", "the first promote creates the control topic")]
       : []),

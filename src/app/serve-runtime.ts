@@ -345,6 +345,8 @@ async function startModelSwitch(
     topic: config.topics.modelControl,
     groupId: config.consumer.groupId,
     startTimeoutMs: config.consumer.restoreTimeoutMs,
+    onFollowError: (err) =>
+      log.warn({ err }, "reading the model control topic failed; reading on from where it was in 1 s"),
   });
   await feed.start();
   const candidate = models.candidate?.model.identity.version;

@@ -11,8 +11,6 @@ import { SluiceError } from "../sluice-error.js";
 
 export type { FreshnessHeartbeat } from "../contracts/freshness-heartbeat.js";
 
-/** Group-id prefix of the throwaway groups that read heartbeats (needs a PREFIXED READ ACL). */
-const FRESHNESS_READER_GROUP_PREFIX = "sluice-freshness-reader-";
 /** The freshness topic when none is named (Sluice config `topics.freshness` has the same default). */
 /** Heartbeats emitted this long before now are read when `lookbackMs` is not given, ms. */
 const LOOKBACK_MS = 300_000;
@@ -65,7 +63,6 @@ export async function readFreshness(opts: ReadFreshnessOptions): Promise<Freshne
   const access: KafkaAccess[] = [
     { operation: "DESCRIBE", resourceType: "TOPIC", names: [topic] },
     { operation: "READ", resourceType: "TOPIC", names: [topic] },
-    { operation: "READ", resourceType: "GROUP", names: [FRESHNESS_READER_GROUP_PREFIX], prefixed: true },
   ];
   // Where to start (first heartbeat inside the window) and stop (current end) per partition.
   const ranges = new Map<number, { start: bigint; end: bigint }>();
@@ -97,7 +94,6 @@ export async function readFreshness(opts: ReadFreshnessOptions): Promise<Freshne
   try {
     await readBounded({
       kafka,
-      groupIdPrefix: FRESHNESS_READER_GROUP_PREFIX,
       ranges: [...ranges].map(([partition, r]) => ({
         topic,
         partition,

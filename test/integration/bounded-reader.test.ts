@@ -13,8 +13,10 @@ import {
 /**
  * The one bounded reader, against the real broker: ranges end at their end offset even when the
  * last records are a commit marker and aborted data, sequential reads come partition by partition,
- * a timeout returns the ranges it did not finish instead of pretending they were read, and an abort
- * ends the read.
+ * a position below the log start moves to the log start, a timeout returns the ranges it did not
+ * finish instead of pretending they were read, and an abort ends the read. (That it needs no group
+ * at all is shown on the secured broker: test/secure/connect.test.ts reads lag seconds with READ on
+ * the topic only.)
  */
 describe("readBounded on the real broker", () => {
   it("reads ranges that end in aborted data and a commit marker, partition by partition when sequential", async () => {
@@ -43,7 +45,6 @@ describe("readBounded on the real broker", () => {
     const seen: string[] = [];
     const { unfinished } = await readBounded({
       kafka,
-      groupIdPrefix: uniqueName("bounded-group-"),
       ranges: ends
         .sort((a, b) => a.partition - b.partition)
         .map((o) => ({ topic, partition: o.partition, fromOffset: "0", endOffset: o.high })),
@@ -60,6 +61,35 @@ describe("readBounded on the real broker", () => {
     expect(seen).toEqual(["p0-a", "p0-b", "p1-a", "p1-b"]);
   });
 
+  it("moves a range whose records retention removed to the log start, as a reader from the beginning would", async () => {
+    const topic = uniqueName("bounded-deleted");
+    await createTopics([{ topic }]);
+    await produceMessages(
+      topic,
+      ["r0", "r1", "r2", "r3", "r4"].map((value) => ({ value })),
+    );
+    const kafka = testKafka();
+    const admin = kafka.admin();
+    await admin.connect();
+    await admin.fetchTopicMetadata({ topics: [topic] }); // deleteTopicRecords needs the leaders
+    await admin.deleteTopicRecords({ topic, partitions: [{ partition: 0, offset: "3" }] });
+    await admin.disconnect();
+    const seen: string[] = [];
+    const { unfinished } = await readBounded({
+      kafka,
+      ranges: [{ topic, partition: 0, fromOffset: "0", endOffset: "5" }],
+      order: "parallel",
+      doing: `reading ${topic}`,
+      timeoutMs: 30_000,
+      onBatch: (_range, messages) => {
+        for (const m of messages) seen.push(`${m.offset}:${m.value?.toString()}`);
+        return undefined;
+      },
+    });
+    expect(unfinished).toEqual([]);
+    expect(seen).toEqual(["3:r3", "4:r4"]);
+  });
+
   it("returns the ranges it did not finish when the timeout comes first", async () => {
     const topic = uniqueName("bounded-timeout");
     await createTopics([{ topic }]);
@@ -68,7 +98,6 @@ describe("readBounded on the real broker", () => {
     const range = { topic, partition: 0, fromOffset: "0", endOffset: "5" };
     const { unfinished } = await readBounded({
       kafka: testKafka(),
-      groupIdPrefix: uniqueName("bounded-group-"),
       ranges: [range],
       order: "parallel",
       doing: `reading ${topic}`,
@@ -89,7 +118,6 @@ describe("readBounded on the real broker", () => {
     const abort = new AbortController();
     const read = readBounded({
       kafka: testKafka(),
-      groupIdPrefix: uniqueName("bounded-group-"),
       ranges: [
         { topic, partition: 0, fromOffset: "0" },
         { topic, partition: 1, fromOffset: "0" },

@@ -9,9 +9,6 @@ import type {
 import { isSluiceError, SluiceError } from "../../sluice-error.js";
 import { readBounded } from "../read/bounded-reader.js";
 
-/** Group-id prefix of the throwaway groups that read record timestamps (needs a PREFIXED READ ACL). */
-export const TIMESTAMP_PROBE_GROUP_PREFIX = "sluice-timestamp-probe-";
-
 interface ProbeState {
   probe: TimestampProbe;
   from: bigint;
@@ -46,11 +43,12 @@ function resultOf(st: ProbeState): ProbeResult {
  * `RecordTimestampReader` on Kafka: reads the timestamps of individual records, e.g. the one at a
  * group's committed offset.
  *
- * Each `read()` is one `readBounded` (bounded-reader.ts: a throwaway consumer group seeking in
- * GROUP_JOIN, `read_committed`, so aborted records are skipped and marker-only batches still move a
- * probe on); a probed partition is paused as soon as it is answered.
- * Cost: one JoinGroup/SyncGroup and one fetch per call, however many partitions are probed; a
- * counting probe (`countDataRecords`) reads its whole look-ahead, a fetch per 64 KiB.
+ * Each `read()` is one `readBounded` (bounded-reader.ts: fetches without a consumer group,
+ * `read_committed`, so aborted records are skipped and marker-only batches still move a probe on); a
+ * probed partition is no longer fetched once it is answered.
+ * Cost: one Fetch per partition leader per round, however many partitions are probed (usually one
+ * round); a counting probe (`countDataRecords`) reads its whole look-ahead, a fetch per 64 KiB. It
+ * needs READ on the probed topics only.
  */
 export class KafkaRecordTimestampReader implements RecordTimestampReader {
   constructor(private readonly kafka: Kafka) {}
@@ -118,7 +116,6 @@ export class KafkaRecordTimestampReader implements RecordTimestampReader {
       // A probe not answered by the timeout reports what it saw (`resultOf`).
       await readBounded({
         kafka: this.kafka,
-        groupIdPrefix: TIMESTAMP_PROBE_GROUP_PREFIX,
         ranges: pending.map((st) => ({
           topic: st.probe.topic,
           partition: st.probe.partition,
@@ -130,10 +127,11 @@ export class KafkaRecordTimestampReader implements RecordTimestampReader {
         onBatch: (range, messages, lastOffset) => onBatch(range.state, messages, lastOffset),
         timeoutMs,
         // A small first batch is enough: we want a record or two, not throughput.
-        consumer: { maxBytesPerPartition: 64 * 1024, retry: { retries: 2 } },
+        maxBytesPerPartition: 64 * 1024,
+        retries: 2,
       });
     } catch (cause) {
-      // readBounded classifies Kafka failures (naming the group and topic accesses); anything else is
+      // readBounded classifies Kafka failures (naming the topic access); anything else is
       // the broker not answering.
       if (isSluiceError(cause)) throw cause;
       throw new SluiceError(

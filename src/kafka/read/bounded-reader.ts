@@ -1,7 +1,12 @@
-import { randomBytes } from "node:crypto";
-import type { ConsumerConfig, Kafka, KafkaMessage } from "kafkajs";
+import type { Kafka, KafkaMessage } from "kafkajs";
 import { topicPartitionKey } from "../../contracts/topic-partition.js";
 import { type KafkaAccess, kafkaFailure } from "../client/kafka-failure.js";
+import {
+  committedRecords,
+  type KafkajsCluster,
+  kafkajsCluster,
+  READ_COMMITTED,
+} from "../protocol/kafkajs-cluster.js";
 
 /** One partition to read, from `fromOffset` on. */
 export interface BoundedRange {
@@ -15,12 +20,10 @@ export interface BoundedRange {
 
 export interface BoundedReadOptions<R extends BoundedRange> {
   kafka: Kafka;
-  /** Prefix of the throwaway group's id; a random suffix keeps every read apart (a PREFIXED READ ACL). */
-  groupIdPrefix: string;
   ranges: readonly R[];
   /**
-   * `parallel`: every range at once (one fetch covers them all; probes, changelogs). `sequential`: one
-   * range at a time in the given order, every other partition paused (rows in a deterministic order).
+   * `parallel`: every range at once (one fetch per leader covers them all; probes, changelogs).
+   * `sequential`: one range at a time in the given order (rows in a deterministic order).
    */
   order: "parallel" | "sequential";
   /** What the read is for, for failure messages: "restoring dedup state from t". */
@@ -29,13 +32,15 @@ export interface BoundedReadOptions<R extends BoundedRange> {
   timeoutMs?: number;
   /** Ends the read early (a caller that stopped consuming); the ranges not done come back as `unfinished`. */
   signal?: AbortSignal;
-  /** Consumer settings beyond the reader's own. */
-  consumer?: Pick<ConsumerConfig, "maxBytesPerPartition" | "retry" | "sessionTimeout" | "heartbeatInterval">;
+  /** Bytes one fetch returns per partition at most. Default 1 MiB (kafkajs's consumer default). */
+  maxBytesPerPartition?: number;
+  /** Failed fetches in a row (broker moving, metadata stale) before the read fails. Default 5. */
+  retries?: number;
   /**
    * A fetched batch of `range`: its data records in `[fromOffset, endOffset)` in offset order
    * (read_committed: no markers, no aborted records; none when the batch held only those) and the last
-   * offset the batch covered. It may wait (the reader heartbeats meanwhile, so the fetch waits instead
-   * of buffering). Return `true` when the range needs nothing more.
+   * offset the batch covered. It may wait: the next fetch waits for it (nothing is buffered, and no
+   * group session has to be kept alive). Return `true` when the range needs nothing more.
    */
   onBatch(
     range: R,
@@ -49,33 +54,56 @@ export interface BoundedReadOutcome<R extends BoundedRange> {
   unfinished: R[];
 }
 
-/** How often a waiting `onBatch` is interrupted for a group heartbeat, ms. */
-const HEARTBEAT_WHILE_WAITING_MS = 1000;
+/** How long the broker may hold a fetch that has nothing to return yet, ms. */
+const FETCH_MAX_WAIT_MS = 250;
+/** kafkajs's consumer defaults: bytes per fetch response, and per partition in it. */
+const FETCH_MAX_BYTES = 10 * 1024 * 1024;
+const DEFAULT_MAX_BYTES_PER_PARTITION = 1024 * 1024;
+/** First back-off after a failed fetch, ms; doubled per failure in a row. */
+const RETRY_BACKOFF_MS = 100;
 
 interface RangeState<R> {
   range: R;
-  /** Next offset to deliver. */
+  /** Next offset to deliver (and to fetch). */
   next: bigint;
   end: bigint | undefined;
 }
 
+/** One partition's part of a fetch: what it was fetched from, its committed records, how far it got. */
+interface Fetched<R> {
+  state: RangeState<R>;
+  fetchedFrom: bigint;
+  messages: KafkaMessage[];
+  /** The last offset the fetch covered (data, aborted data or a marker); undefined when it held none. */
+  lastOffset: bigint | undefined;
+}
+
 /**
  * The one loop that reads fixed offset ranges with `read_committed`: changelog restores, batch and
- * backfill topic ranges, run manifests and outcomes, record-timestamp probes and freshness reads.
+ * backfill topic ranges, run manifests and outcomes, model decisions, record-timestamp probes and
+ * freshness reads.
  *
- * kafkajs has no manual assignment and no single-partition fetch (tulios/kafkajs#373), so the reader
- * joins a throwaway consumer group (it never commits offsets, so it leaves only an empty group that
- * the broker expires), and in the GROUP_JOIN handler (inside joinAndSync, before any fetch, and again
- * after a rejoin) seeks every range it reads to its position and pauses every other assigned
- * partition. A range is done when its position reaches `endOffset` or `onBatch` says so; it is paused
- * at once. Batches that held only transaction markers or aborted records never reach `eachBatch`:
- * kafkajs reports them through END_BATCH_PROCESS with `batchSize` 0, and they still move the range on,
- * so a range that ends in a commit marker terminates.
+ * It reads without a consumer group, as the Java client's `assign()` does: kafkajs has no manual
+ * assignment (tulios/kafkajs#373), so the reader fetches through kafkajs's own Cluster and Broker
+ * (kafkajs-cluster.ts): one Fetch request per partition leader with every range being read, at its
+ * own position, `read_committed`. No group is joined, so a read needs only READ on its topics, costs
+ * no JoinGroup/SyncGroup round trips (nor the broker's `group.initial.rebalance.delay.ms`, 3 s by
+ * default, which delays the first join of every new group), and leaves nothing behind in
+ * `__consumer_offsets`. (Until 2026-12 each read joined a throwaway group; serve's lag probe made one
+ * every few seconds while a partition lagged.)
  *
- * Failure rules, the same for every reader: a consumer crash ends the read at once with its
- * classified error (`kafkaFailure`, naming the topic and group accesses); a timeout or an abort ends
- * it with the unfinished ranges, and the caller says what that means (a restore fails, a probe reports
- * what it saw).
+ * Records come out through kafkajs's own batch filter with Sluice's read_committed correction
+ * (aborted-transaction-order.ts): no markers, no aborted records. The position moves past every
+ * record batch the fetch returned (to its last offset, as the Java client's fetcher does), so a range
+ * that ends in a commit marker or in aborted data terminates. A range is done when its position
+ * reaches `endOffset` or `onBatch` says so.
+ *
+ * Failure rules, the same for every reader: a retriable failure (a leader moving, stale metadata, a
+ * lost connection) refreshes the metadata and fetches again, up to `retries` in a row; a position
+ * below the log start (retention removed the records) moves to the log start, as a consumer reading
+ * from the beginning would; any other failure ends the read at once with its classified error
+ * (`kafkaFailure`, naming the topic access). A timeout or an abort ends it with the unfinished
+ * ranges, and the caller says what that means (a restore fails, a probe reports what it saw).
  */
 export async function readBounded<R extends BoundedRange>(
   opts: BoundedReadOptions<R>,
@@ -91,47 +119,26 @@ export async function readBounded<R extends BoundedRange>(
   const pending = new Map(states.map((s) => [topicPartitionKey(s.range.topic, s.range.partition), s]));
   const queue = [...states];
   const topics = [...new Set(states.map((s) => s.range.topic))];
-
-  const consumer = opts.kafka.consumer({
-    groupId: `${opts.groupIdPrefix}${randomBytes(6).toString("hex")}`,
-    readUncommitted: false,
-    allowAutoTopicCreation: false,
-    maxWaitTimeInMs: 250,
-    ...opts.consumer,
-  });
-  const access: KafkaAccess[] = [
-    { operation: "READ", resourceType: "TOPIC", names: topics },
-    { operation: "READ", resourceType: "GROUP", names: [opts.groupIdPrefix], prefixed: true },
-  ];
-  let stop: (error?: unknown) => void = () => {};
-  const stopped = new Promise<void>((resolve, reject) => {
-    stop = (error) => (error === undefined ? resolve() : reject(error));
-  });
-  // Marked handled: a crash can end the read before anything awaits it.
-  stopped.catch(() => {});
+  const access: KafkaAccess[] = [{ operation: "READ", resourceType: "TOPIC", names: topics }];
   const classify = (error: unknown) =>
     kafkaFailure(error, { doing: opts.doing, kafka: opts.kafka, access }) ?? error;
-  const fail = (error: unknown) => stop(classify(error));
+
+  let stopping = false;
+  let stop: () => void = () => {};
+  const stopped = new Promise<void>((resolve) => {
+    stop = () => {
+      stopping = true;
+      resolve();
+    };
+  });
 
   /** The ranges being read now: all pending ones, or the head of the queue when sequential. */
   const active = (): RangeState<R>[] =>
     opts.order === "parallel" ? [...pending.values()] : queue.slice(0, 1);
-  const isActive = (s: RangeState<R> | undefined): s is RangeState<R> =>
-    s !== undefined && (opts.order === "parallel" || queue[0] === s);
-  const seek = (s: RangeState<R>) =>
-    consumer.seek({ topic: s.range.topic, partition: s.range.partition, offset: s.next.toString() });
 
   const finish = (s: RangeState<R>) => {
     pending.delete(topicPartitionKey(s.range.topic, s.range.partition));
-    consumer.pause([{ topic: s.range.topic, partitions: [s.range.partition] }]);
-    if (queue[0] === s) {
-      queue.shift();
-      const head = queue[0];
-      if (opts.order === "sequential" && head) {
-        consumer.resume([{ topic: head.range.topic, partitions: [head.range.partition] }]);
-        seek(head);
-      }
-    } else queue.splice(queue.indexOf(s), 1);
+    queue.splice(queue.indexOf(s), 1);
     if (pending.size === 0) stop();
   };
 
@@ -150,68 +157,166 @@ export async function readBounded<R extends BoundedRange>(
       finish(s);
   };
 
-  consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
-    const reading = new Set(active().map((s) => topicPartitionKey(s.range.topic, s.range.partition)));
-    for (const [topic, partitions] of Object.entries(payload.memberAssignment as Record<string, number[]>)) {
-      const idle = partitions.filter((p) => !reading.has(topicPartitionKey(topic, p)));
-      if (idle.length > 0) consumer.pause([{ topic, partitions: idle }]);
-    }
-    for (const s of active()) seek(s);
-  });
-  consumer.on(consumer.events.END_BATCH_PROCESS, ({ payload }) => {
-    if (payload.batchSize !== 0 || payload.lastOffset === undefined) return;
-    const s = pending.get(topicPartitionKey(payload.topic, payload.partition));
-    if (isActive(s)) deliver(s, [], BigInt(payload.lastOffset)).catch(fail);
-  });
-  consumer.on(consumer.events.CRASH, ({ payload }) => fail(payload.error));
+  const cluster = kafkajsCluster(opts.kafka);
+  const maxBytesPerPartition = opts.maxBytesPerPartition ?? DEFAULT_MAX_BYTES_PER_PARTITION;
+  const retries = opts.retries ?? 5;
 
-  const timer = opts.timeoutMs === undefined ? undefined : setTimeout(() => stop(), opts.timeoutMs);
-  const onAbort = () => stop();
-  opts.signal?.addEventListener("abort", onAbort, { once: true });
+  const read = async () => {
+    await cluster.connect();
+    await cluster.addMultipleTargetTopics(topics);
+    let failures = 0;
+    while (!stopping && pending.size > 0) {
+      let fetched: Fetched<R>[];
+      try {
+        fetched = await fetchOnce(cluster, active(), maxBytesPerPartition);
+        failures = 0;
+      } catch (error) {
+        if (stopping) return;
+        if (await movedToLogStart(cluster, pending, error)) continue;
+        if (!isRetriable(error) || failures >= retries) throw error;
+        await sleep(RETRY_BACKOFF_MS * 2 ** failures);
+        failures += 1;
+        await cluster.refreshMetadata().catch(() => undefined);
+        continue;
+      }
+      for (const f of fetched) {
+        if (stopping) return;
+        // Only a range still read from the position it was fetched at (a sequential read moves on).
+        if (!pending.has(topicPartitionKey(f.state.range.topic, f.state.range.partition))) continue;
+        if (f.state.next !== f.fetchedFrom || f.lastOffset === undefined) continue;
+        await deliver(f.state, f.messages, f.lastOffset);
+      }
+    }
+  };
+
+  const timer = opts.timeoutMs === undefined ? undefined : setTimeout(stop, opts.timeoutMs);
+  opts.signal?.addEventListener("abort", stop, { once: true });
   if (opts.signal?.aborted) stop();
+  const reading = stopping ? Promise.resolve() : read();
+  // A read that ends after the timeout or abort (an onBatch still waiting) has nothing left to say.
+  reading.catch(() => {});
   try {
-    await consumer.connect();
-    await consumer.subscribe({ topics, fromBeginning: true });
-    await consumer.run({
-      autoCommit: false,
-      eachBatch: async ({ batch, heartbeat }) => {
-        const s = pending.get(topicPartitionKey(batch.topic, batch.partition));
-        if (!isActive(s)) {
-          // Not (or no longer, or not yet) read: it would otherwise be fetched again and again.
-          consumer.pause([{ topic: batch.topic, partitions: [batch.partition] }]);
-          return;
-        }
-        const delivered = deliver(s, batch.messages, BigInt(batch.lastOffset()));
-        while (await isPending(delivered, HEARTBEAT_WHILE_WAITING_MS)) await heartbeat();
-        await delivered;
-      },
-    });
-    await stopped;
+    await Promise.race([reading, stopped]);
   } catch (error) {
     throw classify(error);
   } finally {
+    stop();
     if (timer) clearTimeout(timer);
-    opts.signal?.removeEventListener("abort", onAbort);
-    await consumer.disconnect().catch(() => {});
+    opts.signal?.removeEventListener("abort", stop);
+    await cluster.disconnect().catch(() => {});
   }
   return { unfinished: [...pending.values()].map((s) => s.range) };
 }
 
-/** Whether `p` is still pending after `ms` (it may settle later). */
-async function isPending(p: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const waited = new Promise<true>((resolve) => {
-    timer = setTimeout(() => resolve(true), ms);
-  });
-  try {
-    return await Promise.race([
-      p.then(
-        () => false as const,
-        () => false as const,
-      ),
-      waited,
-    ]);
-  } finally {
-    clearTimeout(timer);
+/** One Fetch request per leader for `reading`, all at once; each partition's part of the answers. */
+async function fetchOnce<R extends BoundedRange>(
+  cluster: KafkajsCluster,
+  reading: readonly RangeState<R>[],
+  maxBytesPerPartition: number,
+): Promise<Fetched<R>[]> {
+  const byLeader = new Map<string, RangeState<R>[]>();
+  for (const s of reading) {
+    const { topic, partition } = s.range;
+    const leader = Object.entries(cluster.findLeaderForPartitions(topic, [partition]))[0]?.[0];
+    if (leader === undefined)
+      throw Object.assign(new Error(`No leader known for partition ${partition} of ${topic}`), {
+        retriable: true,
+        type: "LEADER_NOT_AVAILABLE",
+      });
+    byLeader.set(leader, [...(byLeader.get(leader) ?? []), s]);
   }
+  const answers = await Promise.all(
+    [...byLeader].map(async ([nodeId, group]) => {
+      const byTopic = new Map<string, RangeState<R>[]>();
+      for (const s of group) byTopic.set(s.range.topic, [...(byTopic.get(s.range.topic) ?? []), s]);
+      const from = new Map(group.map((s) => [topicPartitionKey(s.range.topic, s.range.partition), s.next]));
+      const broker = await cluster.findBroker({ nodeId });
+      const { responses } = await broker.fetch({
+        isolationLevel: READ_COMMITTED,
+        maxWaitTime: FETCH_MAX_WAIT_MS,
+        minBytes: 1,
+        maxBytes: FETCH_MAX_BYTES,
+        topics: [...byTopic].map(([topic, ranges]) => ({
+          topic,
+          partitions: ranges.map((s) => ({
+            partition: s.range.partition,
+            fetchOffset: s.next.toString(),
+            maxBytes: maxBytesPerPartition,
+          })),
+        })),
+      });
+      const fetched: Fetched<R>[] = [];
+      for (const { topicName, partitions } of responses) {
+        for (const data of partitions) {
+          const key = topicPartitionKey(topicName, data.partition);
+          const fetchedFrom = from.get(key);
+          const state = group.find((s) => topicPartitionKey(s.range.topic, s.range.partition) === key);
+          if (fetchedFrom === undefined || state === undefined) continue;
+          fetched.push({
+            state,
+            fetchedFrom,
+            messages: committedRecords(topicName, fetchedFrom.toString(), data),
+            lastOffset: lastFetchedOffset(data.messages, fetchedFrom),
+          });
+        }
+      }
+      return fetched;
+    }),
+  );
+  return answers.flat();
+}
+
+/**
+ * The last offset the fetched record batches cover (markers and aborted records included), or
+ * undefined when nothing at or after `from` came back. A batch counts to its last offset, as in the
+ * Java client, so records compacted away at a batch's end do not hold the position back.
+ */
+function lastFetchedOffset(messages: readonly KafkaMessage[], from: bigint): bigint | undefined {
+  let last: bigint | undefined;
+  for (const m of messages) {
+    const context = (m as { batchContext?: { firstOffset?: string; lastOffsetDelta?: number } }).batchContext;
+    const end =
+      context?.firstOffset !== undefined && context.lastOffsetDelta !== undefined
+        ? BigInt(context.firstOffset) + BigInt(context.lastOffsetDelta)
+        : BigInt(m.offset);
+    if (end >= from && (last === undefined || end > last)) last = end;
+  }
+  return last;
+}
+
+/**
+ * After OFFSET_OUT_OF_RANGE below the log start (retention removed the records), the range moves to
+ * the log start and the read goes on; true when it did. A position past the log end stays an error.
+ */
+async function movedToLogStart<R extends BoundedRange>(
+  cluster: KafkajsCluster,
+  pending: ReadonlyMap<string, RangeState<R>>,
+  error: unknown,
+): Promise<boolean> {
+  const e = error as { name?: string; topic?: string; partition?: number };
+  if (e.name !== "KafkaJSOffsetOutOfRange" || e.topic === undefined || e.partition === undefined)
+    return false;
+  const s = pending.get(topicPartitionKey(e.topic, e.partition));
+  if (s === undefined) return false;
+  const [earliest] = await cluster.fetchTopicsOffset([
+    { topic: e.topic, fromBeginning: true, partitions: [{ partition: e.partition }] },
+  ]);
+  const start = earliest?.partitions.find((p) => p.partition === e.partition)?.offset;
+  if (start === undefined || BigInt(start) <= s.next) return false;
+  s.next = s.end !== undefined && BigInt(start) > s.end ? s.end : BigInt(start);
+  return true;
+}
+
+function isRetriable(error: unknown): boolean {
+  const e = error as { retriable?: boolean; name?: string };
+  return (
+    e?.retriable === true ||
+    e?.name === "KafkaJSBrokerNotFound" ||
+    e?.name === "KafkaJSConnectionClosedError" ||
+    e?.name === "KafkaJSTopicMetadataNotLoaded"
+  );
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }

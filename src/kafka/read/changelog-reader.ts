@@ -5,9 +5,6 @@ import { SluiceError } from "../../sluice-error.js";
 import { type KafkaAccess, kafkaFailure } from "../client/kafka-failure.js";
 import { readBounded } from "./bounded-reader.js";
 
-/** Group-id prefix of the throwaway consumer groups that read changelogs (needs a PREFIXED READ ACL). */
-export const RESTORE_GROUP_PREFIX = "sluice-restore-";
-
 /** The latest value per key of one changelog partition (compaction applied in memory). */
 export interface ChangelogRecord {
   key: string;
@@ -62,10 +59,7 @@ export class ChangelogReader {
     for (const p of wanted) latest.set(p, new Map());
     if (wanted.size === 0) return new Map();
 
-    const access: KafkaAccess[] = [
-      { operation: "READ", resourceType: "TOPIC", names: [topic] },
-      { operation: "READ", resourceType: "GROUP", names: [RESTORE_GROUP_PREFIX], prefixed: true },
-    ];
+    const access: KafkaAccess[] = [{ operation: "READ", resourceType: "TOPIC", names: [topic] }];
     const failure = (error: unknown) =>
       kafkaFailure(error, { doing: `restoring dedup state from ${topic}`, kafka: this.kafka, access }) ??
       error;
@@ -91,7 +85,6 @@ export class ChangelogReader {
 
     const { unfinished } = await readBounded({
       kafka: this.kafka,
-      groupIdPrefix: RESTORE_GROUP_PREFIX,
       ranges: [...ends].map(([partition, end]) => ({
         topic,
         partition,
@@ -101,7 +94,6 @@ export class ChangelogReader {
       order: "parallel",
       doing: `restoring dedup state from ${topic}`,
       timeoutMs: this.timeoutMs,
-      consumer: { sessionTimeout: 10_000, heartbeatInterval: 1_000 },
       onBatch: (range, messages) => {
         const store = latest.get(range.partition) as Map<string, ChangelogRecord>;
         for (const m of messages) {

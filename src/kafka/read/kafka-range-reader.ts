@@ -7,24 +7,19 @@ export interface RangeMessage {
   message: KafkaMessage;
 }
 
-/** Group-id prefix of batch mode's throwaway reader groups (needs a PREFIXED READ ACL). */
-export const BATCH_GROUP_PREFIX = "sluice-batch-";
-
 export interface KafkaRangeReaderOptions {
   kafka: Kafka;
   topic: string;
   ranges: readonly PartitionRange[];
   /** Records fetched ahead of the reader before fetching waits. Default 5000. */
   maxBufferedRecords?: number;
-  /** Consumer group id prefix; a random suffix keeps every read independent. Default "sluice-batch". */
-  groupIdPrefix?: string;
 }
 
 /**
  * Reads fixed offset ranges of a topic with `read_committed`, partition by partition in offset order
  * (so row numbers are the same on every run), and stops at the end offsets given at construction even
  * if the topic keeps growing: the bounded reader (`readBounded`, sequential) as an async iterator.
- * While the caller is slow, the fetch waits (and heartbeats) instead of buffering without bound.
+ * While the caller is slow, the fetch waits instead of buffering without bound.
  * Breaking out of the loop stops the read.
  */
 export async function* readKafkaRanges(opts: KafkaRangeReaderOptions): AsyncGenerator<RangeMessage> {
@@ -48,7 +43,6 @@ export async function* readKafkaRanges(opts: KafkaRangeReaderOptions): AsyncGene
   let failure: unknown;
   const read = readBounded({
     kafka: opts.kafka,
-    groupIdPrefix: opts.groupIdPrefix ? `${opts.groupIdPrefix}-` : BATCH_GROUP_PREFIX,
     ranges,
     order: "sequential",
     doing: `reading ${opts.topic}`,

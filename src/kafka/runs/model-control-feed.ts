@@ -1,4 +1,4 @@
-import type { Consumer, Kafka } from "kafkajs";
+import type { Kafka, KafkaMessage } from "kafkajs";
 import {
   emptyModelControl,
   foldModelControl,
@@ -8,10 +8,12 @@ import {
 } from "../../contracts/model-control.js";
 import { SluiceError } from "../../sluice-error.js";
 import { withAdmin } from "../client/admin-session.js";
-import { MODEL_CONTROL_GROUP_PREFIX } from "./model-control-store.js";
+import { type BoundedRange, readBounded } from "../read/bounded-reader.js";
 
 /** How often a feed whose topic does not exist yet looks for it, ms. */
 export const MISSING_TOPIC_POLL_MS = 5000;
+/** How long a feed waits before it reads on after its read failed (past the reader's retries), ms. */
+const FOLLOW_RETRY_MS = 1000;
 
 export interface ModelControlFeedOptions {
   kafka: Kafka;
@@ -19,17 +21,22 @@ export interface ModelControlFeedOptions {
   groupId: string;
   /** How long `start` waits to read up to the end, ms. */
   startTimeoutMs: number;
+  /** A failed read after the start (the feed reads on from where it was a second later). */
+  onFollowError?(error: unknown): void;
 }
 
 /**
- * Follows the model control topic for one serve instance (docs/model-upgrades.md): a consumer of its
- * own throwaway group reads from the beginning with read_committed and never commits; `start`
- * returns once everything written before it was read, so the instance starts with the group's last
- * decision. `onDecision` hears each newer decision after that.
+ * Follows the model control topic for one serve instance (docs/model-upgrades.md): a group-less read
+ * (`readBounded` without an end) from the beginning with read_committed; `start` returns once
+ * everything written before it was read, so the instance starts with the group's last decision.
+ * `onDecision` hears each newer decision after that. A read that fails after the start (past the
+ * reader's own retries) is reported to `onFollowError` and goes on from where it was a second later.
  */
 export class ModelControlFeed {
   readonly #view: ModelControlState = emptyModelControl();
-  private consumer: Consumer | undefined;
+  /** Ends the read that follows the topic, and that read. */
+  private abort: AbortController | undefined;
+  private following: Promise<void> | undefined;
   private listener: ((d: ModelDecision) => void) | undefined;
   private known = 0;
   private waitTimer: NodeJS.Timeout | undefined;
@@ -84,43 +91,67 @@ export class ModelControlFeed {
   }
 
   private async follow(ends: { partition: number; high: bigint }[]): Promise<void> {
+    const endOf = new Map(ends.map((e) => [e.partition, e.high]));
     const pending = new Set(ends.filter((e) => e.high > 0n).map((e) => e.partition));
+    /** Where each partition's read goes on from (after a failure, the read starts again there). */
+    const next = new Map(ends.map((e) => [e.partition, 0n]));
     let caughtUp: () => void = () => {};
-    const ready = new Promise<void>((resolve) => {
+    let failed: (error: unknown) => void = () => {};
+    const ready = new Promise<void>((resolve, reject) => {
       caughtUp = resolve;
+      failed = reject;
       if (pending.size === 0) resolve();
     });
-    const consumer = this.opts.kafka.consumer({
-      groupId: `${MODEL_CONTROL_GROUP_PREFIX}${process.pid}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`,
-      readUncommitted: false,
-      allowAutoTopicCreation: false,
-      sessionTimeout: 10_000,
-      heartbeatInterval: 1_000,
-      maxWaitTimeInMs: 100,
-    });
-    this.consumer = consumer;
-    consumer.on(consumer.events.END_BATCH_PROCESS, (e) => {
-      const end = ends.find((x) => x.partition === e.payload.partition)?.high;
-      if (
-        end !== undefined &&
-        BigInt(e.payload.lastOffset) + 1n >= end &&
-        pending.delete(e.payload.partition)
-      )
-        if (pending.size === 0) caughtUp();
-    });
-    await consumer.connect();
-    await consumer.subscribe({ topic: this.opts.topic, fromBeginning: true });
-    await consumer.run({
-      autoCommit: false,
-      eachMessage: async ({ message }) => {
+    ready.catch(() => {});
+    const onBatch = (range: BoundedRange, messages: readonly KafkaMessage[], lastOffset: bigint) => {
+      for (const message of messages) {
         foldModelControl(this.#view, this.opts.groupId, message.value);
         const last = lastDecision(this.#view);
         if (last && last.seq > this.known) {
           this.known = last.seq;
           if (pending.size === 0) this.listener?.(last);
         }
-      },
-    });
+      }
+      next.set(range.partition, lastOffset + 1n);
+      const end = endOf.get(range.partition);
+      if (
+        end !== undefined &&
+        lastOffset + 1n >= end &&
+        pending.delete(range.partition) &&
+        pending.size === 0
+      )
+        caughtUp();
+      return undefined; // never done: the feed follows until stop()
+    };
+    const doing = `following the model control topic ${this.opts.topic} (topics.modelControl)`;
+    const read = async () => {
+      while (!this.stopped) {
+        const abort = new AbortController();
+        this.abort = abort;
+        try {
+          await readBounded({
+            kafka: this.opts.kafka,
+            ranges: [...next].map(([partition, from]) => ({
+              topic: this.opts.topic,
+              partition,
+              fromOffset: from.toString(),
+            })),
+            order: "parallel",
+            doing,
+            signal: abort.signal,
+            onBatch,
+          });
+          return; // stopped
+        } catch (error) {
+          if (pending.size > 0) return failed(error);
+          if (this.stopped) return;
+          // Past the reader's own retries (a broker restart, a lost leader): follow on from where it was.
+          this.opts.onFollowError?.(error);
+          await new Promise((resolve) => setTimeout(resolve, FOLLOW_RETRY_MS));
+        }
+      }
+    };
+    this.following = read();
     let timer: NodeJS.Timeout | undefined;
     try {
       await Promise.race([
@@ -150,8 +181,7 @@ export class ModelControlFeed {
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.waitTimer) clearTimeout(this.waitTimer);
-    const c = this.consumer;
-    this.consumer = undefined;
-    await c?.disconnect().catch(() => undefined);
+    this.abort?.abort();
+    await this.following?.catch(() => undefined);
   }
 }

@@ -11,9 +11,6 @@ import { withAdmin } from "../client/admin-session.js";
 import { ensureCompactedTopic } from "../client/topic-admin.js";
 import { readKafkaRanges } from "../read/kafka-range-reader.js";
 
-/** Group-id prefix of the throwaway readers of the model control topic (one PREFIXED READ ACL). */
-export const MODEL_CONTROL_GROUP_PREFIX = "sluice-model-control-";
-
 export interface ModelControlStoreOptions {
   kafka: Kafka;
   /** `topics.modelControl`: compacted, one partition. */
@@ -63,7 +60,6 @@ export class ModelControlStore {
       kafka: this.opts.kafka,
       topic: this.opts.topic,
       ranges,
-      groupIdPrefix: MODEL_CONTROL_GROUP_PREFIX.slice(0, -1),
     })) {
       foldModelControl(state, groupId, message.value);
     }

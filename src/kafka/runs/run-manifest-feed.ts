@@ -3,7 +3,6 @@ import { decodeRunManifest, type RunManifest } from "../../backfill/run-manifest
 import type { RunManifestSource } from "../../observability/backfill-run-board.js";
 import { withAdmin } from "../client/admin-session.js";
 import { readKafkaRanges } from "../read/kafka-range-reader.js";
-import { BACKFILL_GROUP_PREFIX } from "./run-manifest-store.js";
 
 /**
  * Every run's last committed manifest from the compacted runs topic (`topics.runs`), for the live
@@ -34,7 +33,6 @@ export class RunManifestFeed implements RunManifestSource {
       kafka: this.kafka,
       topic: this.topic,
       ranges,
-      groupIdPrefix: `${BACKFILL_GROUP_PREFIX}runs`,
     })) {
       const runId = message.key?.toString("utf8");
       if (runId === undefined) continue;

@@ -9,11 +9,6 @@ import { withAdmin } from "../client/admin-session.js";
 import { ensureCompactedTopic } from "../client/topic-admin.js";
 import { readKafkaRanges } from "../read/kafka-range-reader.js";
 
-/**
- * Group-id prefix of every throwaway reader of `sluice backfill` (runs topic, results, dead letters,
- * the backfill topic): one ACL covers them all (docs/security.md).
- */
-export const BACKFILL_GROUP_PREFIX = "sluice-backfill-";
 /** Transactional id of a run's submitter: this prefix + the run id (a resubmit fences the last one). */
 export const BACKFILL_TRANSACTIONAL_ID_PREFIX = "sluice-backfill-submit-";
 
@@ -72,7 +67,6 @@ export class RunManifestStore {
       kafka: this.opts.kafka,
       topic: this.opts.topic,
       ranges,
-      groupIdPrefix: `${BACKFILL_GROUP_PREFIX}runs`,
     })) {
       const key = message.key?.toString("utf8");
       if (key?.startsWith(sharePrefix)) {

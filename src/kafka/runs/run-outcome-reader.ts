@@ -8,7 +8,6 @@ import { decodeResult } from "../../contracts/result-codec.js";
 import { DEAD_LETTER_HEADERS } from "../../delivery/dead-letter.js";
 import { withAdmin } from "../client/admin-session.js";
 import { readKafkaRanges } from "../read/kafka-range-reader.js";
-import { BACKFILL_GROUP_PREFIX } from "./run-manifest-store.js";
 
 /**
  * Reads what happened to a backfill run's rows, with `read_committed` (so only committed outcomes
@@ -54,7 +53,6 @@ export class RunOutcomeReader {
       kafka: this.kafka,
       topic: manifest.topics.backfill,
       ranges: manifest.partitions,
-      groupIdPrefix: `${BACKFILL_GROUP_PREFIX}export`,
     })) {
       const h = message.headers as RecordHeaders | undefined;
       if (headerValue(h, RUN_ID_HEADER) !== manifest.runId) continue;
@@ -87,7 +85,6 @@ export class RunOutcomeReader {
       kafka: this.kafka,
       topic,
       ranges,
-      groupIdPrefix: `${BACKFILL_GROUP_PREFIX}status`,
     })) {
       if (headerValue(record.message.headers as RecordHeaders | undefined, RUN_ID_HEADER) === runId) {
         yield record;

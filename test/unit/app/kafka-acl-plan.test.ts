@@ -24,7 +24,6 @@ describe("aclPlan", () => {
         "WRITE TOPIC corpus.embeddings",
         // The live page's runs table (observability.ui, on by default).
         "READ TOPIC sluice.runs",
-        "READ GROUP* sluice-backfill-runs",
       ]),
     );
     config.observability.ui = false;
@@ -36,7 +35,7 @@ describe("aclPlan", () => {
     expect(plain.some((line) => line.includes("backfill") || line.includes("embeddings"))).toBe(false);
   });
 
-  it("backfill needs its topic, the runs topic, the results and dead letters, and its two prefixes", () => {
+  it("backfill needs its topic, the runs topic, the results and dead letters, and its submitter prefix", () => {
     const config = defaultConfig();
     config.topics.backfill = ["corpus.backfill"];
     const plan = brief(aclPlan(config, ["backfill"], { createTopics: true }));
@@ -47,7 +46,6 @@ describe("aclPlan", () => {
       "READ TOPIC sluice.runs",
       "READ TOPIC sluice.results",
       "READ TOPIC sluice.dead-letters",
-      "READ GROUP* sluice-backfill-",
       "WRITE TRANSACTIONAL_ID* sluice-backfill-submit-",
       "CREATE TOPIC sluice.runs",
     ]);

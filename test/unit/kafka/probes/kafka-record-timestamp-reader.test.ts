@@ -8,10 +8,13 @@ const noKafka = {
   consumer: () => {
     throw new Error("no consumer expected");
   },
+  [Symbol("private:Kafka:createCluster")]: () => {
+    throw new Error("no broker connection expected");
+  },
 } as unknown as Kafka;
 
 describe("KafkaRecordTimestampReader without a broker", () => {
-  it("answers empty ranges without joining a group", async () => {
+  it("answers empty ranges without a fetch", async () => {
     const reader = new KafkaRecordTimestampReader(noKafka);
     const results = await reader.read(
       [{ topic: "t", partition: 0, fromOffset: "5", offset: "5", untilOffset: "5", countDataRecords: false }],
