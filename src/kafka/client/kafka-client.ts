@@ -4,6 +4,8 @@ import { Kafka, type KafkaConfig, type LogEntry, logLevel } from "kafkajs";
 import type { SluiceConfig } from "../../config/config-schema.js";
 import { fixAbortedTransactionOrder } from "../protocol/aborted-transaction-order.js";
 import { fixAddPartitionsErrors } from "../protocol/add-partitions-errors.js";
+import { fixConcurrentTransactionsRetry } from "../protocol/concurrent-transactions.js";
+import { fixCoordinatorLookups } from "../protocol/coordinator-cache.js";
 import { fixPausedFetchWait } from "../protocol/paused-fetch-wait.js";
 import { fixProduceEncoding } from "../protocol/produce-encoding.js";
 import { denialLogTap } from "./kafka-failure.js";
@@ -97,6 +99,11 @@ function buildKafka(
   fixProduceEncoding();
   // A consumer whose partitions are all paused fetches again as soon as one resumes.
   fixPausedFetchWait();
+  // A transaction started while the previous one completes is retried after 20 ms, not 300 ms.
+  fixConcurrentTransactionsRetry();
+  // A coordinator is looked up once, not before every transactional request (four per transaction).
+  // After the retry above, so a refusal it retries away does not count as a failed request.
+  fixCoordinatorLookups();
   const failures = denialLogTap();
   const kafka = new Kafka({
     ...kafkaConfig,
