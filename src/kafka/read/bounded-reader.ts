@@ -89,8 +89,7 @@ interface Fetched<R> {
  * own position, `read_committed`. No group is joined, so a read needs only READ on its topics, costs
  * no JoinGroup/SyncGroup round trips (nor the broker's `group.initial.rebalance.delay.ms`, 3 s by
  * default, which delays the first join of every new group), and leaves nothing behind in
- * `__consumer_offsets`. (Until 2026-12 each read joined a throwaway group; serve's lag probe made one
- * every few seconds while a partition lagged.)
+ * `__consumer_offsets` (docs/design.md, "Reading a fixed range needs no group").
  *
  * Records come out through kafkajs's own batch filter with Sluice's read_committed correction
  * (aborted-transaction-order.ts): no markers, no aborted records. The position moves past every
@@ -217,46 +216,50 @@ async function fetchOnce<R extends BoundedRange>(
   const byLeader = new Map<string, RangeState<R>[]>();
   for (const s of reading) {
     const { topic, partition } = s.range;
-    const leader = Object.entries(cluster.findLeaderForPartitions(topic, [partition]))[0]?.[0];
+    const leader = Object.keys(cluster.findLeaderForPartitions(topic, [partition]))[0];
     if (leader === undefined)
       throw Object.assign(new Error(`No leader known for partition ${partition} of ${topic}`), {
         retriable: true,
         type: "LEADER_NOT_AVAILABLE",
       });
-    byLeader.set(leader, [...(byLeader.get(leader) ?? []), s]);
+    const group = byLeader.get(leader);
+    if (group) group.push(s);
+    else byLeader.set(leader, [s]);
   }
   const answers = await Promise.all(
     [...byLeader].map(async ([nodeId, group]) => {
-      const byTopic = new Map<string, RangeState<R>[]>();
-      for (const s of group) byTopic.set(s.range.topic, [...(byTopic.get(s.range.topic) ?? []), s]);
-      const from = new Map(group.map((s) => [topicPartitionKey(s.range.topic, s.range.partition), s.next]));
+      // Each range with the position it is fetched from (the state's own may move while we wait).
+      const asked = new Map(
+        group.map((s) => [topicPartitionKey(s.range.topic, s.range.partition), { state: s, from: s.next }]),
+      );
+      const byTopic = new Map<string, { partition: number; fetchOffset: string; maxBytes: number }[]>();
+      for (const { state, from } of asked.values()) {
+        const partitions = byTopic.get(state.range.topic) ?? [];
+        partitions.push({
+          partition: state.range.partition,
+          fetchOffset: from.toString(),
+          maxBytes: maxBytesPerPartition,
+        });
+        byTopic.set(state.range.topic, partitions);
+      }
       const broker = await cluster.findBroker({ nodeId });
       const { responses } = await broker.fetch({
         isolationLevel: READ_COMMITTED,
         maxWaitTime: FETCH_MAX_WAIT_MS,
         minBytes: 1,
         maxBytes: FETCH_MAX_BYTES,
-        topics: [...byTopic].map(([topic, ranges]) => ({
-          topic,
-          partitions: ranges.map((s) => ({
-            partition: s.range.partition,
-            fetchOffset: s.next.toString(),
-            maxBytes: maxBytesPerPartition,
-          })),
-        })),
+        topics: [...byTopic].map(([topic, partitions]) => ({ topic, partitions })),
       });
       const fetched: Fetched<R>[] = [];
       for (const { topicName, partitions } of responses) {
         for (const data of partitions) {
-          const key = topicPartitionKey(topicName, data.partition);
-          const fetchedFrom = from.get(key);
-          const state = group.find((s) => topicPartitionKey(s.range.topic, s.range.partition) === key);
-          if (fetchedFrom === undefined || state === undefined) continue;
+          const range = asked.get(topicPartitionKey(topicName, data.partition));
+          if (range === undefined) continue;
           fetched.push({
-            state,
-            fetchedFrom,
-            messages: committedRecords(topicName, fetchedFrom.toString(), data),
-            lastOffset: lastFetchedOffset(data.messages, fetchedFrom),
+            state: range.state,
+            fetchedFrom: range.from,
+            messages: committedRecords(topicName, range.from.toString(), data),
+            lastOffset: lastFetchedOffset(data.messages, range.from),
           });
         }
       }
