@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import type { Kafka, KafkaMessage } from "kafkajs";
 import { topicPartitionKey } from "../../contracts/topic-partition.js";
 import { type KafkaAccess, kafkaFailure } from "../client/kafka-failure.js";
@@ -318,8 +319,4 @@ function isRetriable(error: unknown): boolean {
     e?.name === "KafkaJSConnectionClosedError" ||
     e?.name === "KafkaJSTopicMetadataNotLoaded"
   );
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import type { Kafka, KafkaMessage } from "kafkajs";
 import {
   emptyModelControl,
@@ -147,7 +148,7 @@ export class ModelControlFeed {
           if (this.stopped) return;
           // Past the reader's own retries (a broker restart, a lost leader): follow on from where it was.
           this.opts.onFollowError?.(error);
-          await new Promise((resolve) => setTimeout(resolve, FOLLOW_RETRY_MS));
+          await sleep(FOLLOW_RETRY_MS);
         }
       }
     };
