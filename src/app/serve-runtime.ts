@@ -345,8 +345,13 @@ async function startModelSwitch(
     topic: config.topics.modelControl,
     groupId: config.consumer.groupId,
     startTimeoutMs: config.consumer.restoreTimeoutMs,
-    onFollowError: (err) =>
-      log.warn({ err }, "reading the model control topic failed; reading on from where it was in 1 s"),
+    onFollowError: (err, retrying) =>
+      retrying
+        ? log.warn({ err }, "reading the model control topic failed; reading on from where it was in 1 s")
+        : log.error(
+            { err },
+            "reading the model control topic (topics.modelControl) was refused: this instance no longer sees model decisions; grant READ on it (`sluice acls`) and restart",
+          ),
   });
   await feed.start();
   const candidate = models.candidate?.model.identity.version;

@@ -7,7 +7,7 @@ import {
   type ModelControlState,
   type ModelDecision,
 } from "../../contracts/model-control.js";
-import { SluiceError } from "../../sluice-error.js";
+import { isAccessFailure, SluiceError } from "../../sluice-error.js";
 import { withAdmin } from "../client/admin-session.js";
 import { type BoundedRange, readBounded } from "../read/bounded-reader.js";
 
@@ -22,8 +22,12 @@ export interface ModelControlFeedOptions {
   groupId: string;
   /** How long `start` waits to read up to the end, ms. */
   startTimeoutMs: number;
-  /** A failed read after the start (the feed reads on from where it was a second later). */
-  onFollowError?(error: unknown): void;
+  /**
+   * A failed read after the start. `retrying`: the feed reads on from where it was a second later
+   * (a broker restart, a lost leader); false for an access failure (a refused ACL, a bad credential),
+   * which retrying cannot fix: the feed stops following.
+   */
+  onFollowError?(error: unknown, retrying: boolean): void;
 }
 
 /**
@@ -31,7 +35,8 @@ export interface ModelControlFeedOptions {
  * (`readBounded` without an end) from the beginning with read_committed; `start` returns once
  * everything written before it was read, so the instance starts with the group's last decision.
  * `onDecision` hears each newer decision after that. A read that fails after the start (past the
- * reader's own retries) is reported to `onFollowError` and goes on from where it was a second later.
+ * reader's own retries) is reported to `onFollowError` and goes on from where it was a second later;
+ * an access failure is reported once and ends the following (retrying cannot fix it).
  */
 export class ModelControlFeed {
   readonly #view: ModelControlState = emptyModelControl();
@@ -146,8 +151,9 @@ export class ModelControlFeed {
         } catch (error) {
           if (pending.size > 0) return failed(error);
           if (this.stopped) return;
+          if (isAccessFailure(error)) return this.opts.onFollowError?.(error, false);
           // Past the reader's own retries (a broker restart, a lost leader): follow on from where it was.
-          this.opts.onFollowError?.(error);
+          this.opts.onFollowError?.(error, true);
           await sleep(FOLLOW_RETRY_MS);
         }
       }
