@@ -31,7 +31,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Kafka, logLevel } from "kafkajs";
 import { createStreamProcessor } from "../src/app/stream-processor-factory.js";
-import { loadConfig } from "../src/config/index.js";
+import { loadConfig, maxBatchSize } from "../src/config/index.js";
 import { RUN_ID_HEADER } from "../src/contracts/lane.js";
 import { encodeRequest } from "../src/contracts/request-codec.js";
 import { SluiceEvents } from "../src/events/sluice-events.js";
@@ -106,7 +106,7 @@ async function main(): Promise<void> {
   const runner = await TextModelRunner.create(modelOptions);
   const texts = loadCorpus(Math.max(ROWS, RAW_ITEMS, 1000));
   const text = (i: number) => texts[i % texts.length] as string;
-  const batchSize = config.batching.maxBatchSize;
+  const batchSize = maxBatchSize(config.batching, config.model.task);
   const inFlight = config.batching.maxInFlightBatches;
   const producer = kafka.producer();
   await producer.connect();

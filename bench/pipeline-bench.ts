@@ -29,7 +29,7 @@ import { loadavg } from "node:os";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { Kafka, logLevel } from "kafkajs";
 import { createStreamProcessor } from "../src/app/stream-processor-factory.js";
-import { loadConfig } from "../src/config/index.js";
+import { loadConfig, maxBatchSize } from "../src/config/index.js";
 import { encodeRequest, RequestDecoder } from "../src/contracts/request-codec.js";
 import { ResultEncoder } from "../src/contracts/result-codec.js";
 import { routeOutcome } from "../src/delivery/result-builder.js";
@@ -585,7 +585,7 @@ function report(r: {
 
 Model \`${r.modelLabel}\` (default, ${c.model.workers} worker(s) × ${c.model.intraOpThreads} intra-op thread(s)), texts from \`loadCorpus\`
 (the same ${RECORDS} sentences for every model run). Broker: ${r.brokerNote}; ${PARTITIONS} input partitions.
-Processor: in-process \`StreamProcessor\` with \`sluice serve\`'s defaults (maxBatchSize ${c.batching.maxBatchSize},
+Processor: in-process \`StreamProcessor\` with \`sluice serve\`'s defaults (maxBatchSize ${maxBatchSize(c.batching, c.model.task)},
 maxWaitMs ${c.batching.maxWaitMs}, maxInFlightBatches ${c.batching.maxInFlightBatches}, maxQueuedRecords
 ${c.batching.maxQueuedRecords}, commitIntervalMs ${c.delivery.commitIntervalMs}, JSON codecs). The load generator, the
 read_committed reader and the broker share the machine: ${machineDescription().replace(/, load average.*$/, "")}.

@@ -4,7 +4,7 @@ import type { BatchProgressSink } from "../batch/batch-progress-sink.js";
 import type { BatchRunSummary } from "../batch/batch-run-summary.js";
 import type { BatchSink } from "../batch/batch-sink.js";
 import { PartFileSink } from "../batch/part-file-sink.js";
-import type { SluiceConfig } from "../config/config-schema.js";
+import { maxBatchSize, type SluiceConfig } from "../config/config-schema.js";
 import type { ModelSettings } from "../config/model-settings.js";
 import { createKafka } from "../kafka/client/kafka-client.js";
 import { KafkaTopicSink } from "../kafka/write/kafka-topic-sink.js";
@@ -107,7 +107,7 @@ export async function createBatchRuntime(
       model,
       stateDir,
       shardSize: request.shardSize ?? config.batch.shardSize,
-      batchSize: request.batchSize ?? config.batching.maxBatchSize,
+      batchSize: request.batchSize ?? maxBatchSize(config.batching, config.model.task),
       // At least batching.maxInFlightBatches, and two calls per worker so every worker stays busy while
       // the next batch is handed over.
       maxInFlightBatches: Math.max(config.batching.maxInFlightBatches, resolveWorkerCount(m.workers) * 2),

@@ -1,5 +1,5 @@
 import type { Logger } from "pino";
-import { backfillResultsTopic, type SluiceConfig } from "../config/config-schema.js";
+import { backfillResultsTopic, maxBatchSize, type SluiceConfig } from "../config/config-schema.js";
 import { SluiceEvents } from "../events/sluice-events.js";
 import type { KafkaClient } from "../kafka/client/kafka-client.js";
 import { createKafka } from "../kafka/client/kafka-client.js";
@@ -143,7 +143,7 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
   const tracing = await createTracing(tracingSettings(config.tracing), {
     consumerGroup: config.consumer.groupId,
     instanceId: config.observability.instanceId,
-    maxLinksPerSpan: config.batching.maxBatchSize,
+    maxLinksPerSpan: maxBatchSize(config.batching, config.model.task),
   });
   if (tracing.enabled) metrics.observeSpanExports(() => tracing.stats());
 

@@ -1,4 +1,5 @@
 import type { Command } from "commander";
+import { maxBatchSize } from "../config/config-schema.js";
 import type { ModelSettings } from "../config/model-settings.js";
 import { SluiceError } from "../sluice-error.js";
 import { loadCommandConfig } from "./config-command.js";
@@ -47,21 +48,18 @@ export function register(program: Command): void {
           );
         }
         const { batchModelOptions } = await import("../app/batch-runtime.js");
-        const m = await measureItemsPerSec(
-          await batchModelOptions(config),
-          config.batching.maxBatchSize,
-          seconds * 1000,
-        );
+        const batchSize = maxBatchSize(config.batching, config.model.task);
+        const m = await measureItemsPerSec(await batchModelOptions(config), batchSize, seconds * 1000);
         perWorker = m.itemsPerSec;
         const cpuSecondsPerItem = m.cpuMs / 1000 / m.items;
         measured = {
           items: m.items,
           ms: Math.round(m.ms),
-          batchSize: config.batching.maxBatchSize,
+          batchSize,
           cpuSecondsPerItem,
         };
         measuredNote =
-          `measured: ${m.items} items in ${(m.ms / 1000).toFixed(1)} s with batch size ${config.batching.maxBatchSize} (one worker), ` +
+          `measured: ${m.items} items in ${(m.ms / 1000).toFixed(1)} s with batch size ${batchSize} (one worker), ` +
           `${(cpuSecondsPerItem * 1000).toFixed(2)} CPU-s per 1k items (every thread of the process)`;
       }
       if (perWorker === undefined) {

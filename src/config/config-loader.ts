@@ -155,18 +155,23 @@ function objectShape(schema: SchemaLike | undefined): Record<string, SchemaLike>
  * A union's failure as the member the value was meant for says it (`kafka.ssl` given an object: the
  * object member's issues), so the message names the key and where it came from, not only "Invalid
  * input". A member the value does not even have the type (or, for a literal, the value) of was not
- * meant; if not exactly one member is left, the union's own issue stays.
+ * meant (a fraction given to an integer member was); if not exactly one member is left, the union's
+ * own issue stays.
  */
 function meantMemberIssues(issues: z.core.$ZodIssue[]): z.core.$ZodIssue[] {
   return issues.flatMap((issue) => {
     if (issue.code !== "invalid_union") return [issue];
-    const meant = issue.errors.filter(
-      (member) =>
-        !member.some((e) => (e.code === "invalid_type" || e.code === "invalid_value") && e.path.length === 0),
-    );
+    const meant = issue.errors.filter((member) => !member.some(notThisMember));
     if (meant.length !== 1) return [issue];
     return meantMemberIssues(meant[0]!.map((e) => ({ ...e, path: [...issue.path, ...e.path] })));
   });
+}
+
+/** An issue saying the value is not of a member's kind at all; a fraction for an integer is (`must be an integer`). */
+function notThisMember(e: z.core.$ZodIssue): boolean {
+  if (e.path.length > 0) return false;
+  if (e.code === "invalid_type") return e.expected !== "int";
+  return e.code === "invalid_value";
 }
 
 function schemaAt(path: PropertyKey[]): SchemaLike | undefined {

@@ -102,15 +102,33 @@ export const consumerSchema = z
   })
   .describe("Kafka consumer settings.");
 
+/**
+ * `batching.maxBatchSize: auto`, per kind of model (docs/batching.md). A text model's call costs
+ * grow with every item (tokens, padding: bench:model's sweep put the knee at 32). A tensor model's
+ * rows cost next to nothing in ORT (a logistic regression scores millions a second), so what a
+ * batch costs is per call — the hand-over to a worker thread, the batch's events and log line — and
+ * 256 rows amortise it: at the Kafka-path ceiling (bench:ceiling, logistic regression) 32 rows per
+ * call gave ~21–22k results/s, 256–1024 gave 30–36k (BENCHMARKS.md, "Tensor batches").
+ */
+export const AUTO_MAX_BATCH_SIZE = { text: 32, tensor: 256 } as const;
+
+/** The micro-batch size in force: `batching.maxBatchSize`, with `auto` resolved for `model.task` (the one home of that rule). */
+export function maxBatchSize(
+  batching: { maxBatchSize: number | "auto" },
+  task: "embedding" | "classification" | "tensor",
+): number {
+  if (batching.maxBatchSize !== "auto") return batching.maxBatchSize;
+  return task === "tensor" ? AUTO_MAX_BATCH_SIZE.tensor : AUTO_MAX_BATCH_SIZE.text;
+}
+
 export const batchingSchema = z
   .strictObject({
     maxBatchSize: z
-      .number()
-      .int()
-      .min(1)
-      .max(4096)
-      .default(32)
-      .describe("Max requests per micro-batch (1..4096)."),
+      .union([z.literal("auto"), z.number().int().min(1).max(4096)])
+      .default("auto")
+      .describe(
+        `Max requests per micro-batch (1..4096), or auto = ${AUTO_MAX_BATCH_SIZE.text} for text models (model.task embedding, classification) and ${AUTO_MAX_BATCH_SIZE.tensor} for model.task tensor (docs/batching.md).`,
+      ),
     maxBatchTokens: positiveInt()
       .default(8192)
       .describe("Max padded tokens per micro-batch (batch size x longest sequence)."),
@@ -315,12 +333,13 @@ export const sluiceConfigSchema = z
         message: `must be a text task like model.task (${c.model.task}), or both tensor: requests of one topic are either text or tensors`,
       });
     }
-    if (c.batching.maxQueuedRecords < c.batching.maxBatchSize) {
+    const batchSize = maxBatchSize(c.batching, c.model.task);
+    if (c.batching.maxQueuedRecords < batchSize) {
       ctx.addIssue({
         code: "custom",
         path: ["batching", "maxQueuedRecords"],
         input: c.batching.maxQueuedRecords,
-        message: `must be at least batching.maxBatchSize (${c.batching.maxBatchSize}) or batches never fill`,
+        message: `must be at least batching.maxBatchSize (${batchSize}${c.batching.maxBatchSize === "auto" ? `, auto for model.task ${c.model.task}` : ""}) or batches never fill`,
       });
     }
     if (c.model.task === "tensor" && c.topics.resultCodec !== "json" && c.topics.resultCodec !== "v2-json") {

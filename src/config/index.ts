@@ -6,7 +6,12 @@ export {
   loadConfig,
   loadConfigWithOrigin,
 } from "./config-loader.js";
-export { type SluiceConfig, type SluiceConfigInput, sluiceConfigSchema } from "./config-schema.js";
+export {
+  maxBatchSize,
+  type SluiceConfig,
+  type SluiceConfigInput,
+  sluiceConfigSchema,
+} from "./config-schema.js";
 export { envNameFor } from "./env-overrides.js";
 export { type ModelSettings, type ModelSettingsInput, modelSettings } from "./model-settings.js";
 export { isSecretKey, MASK, maskSecrets } from "./secret-masking.js";

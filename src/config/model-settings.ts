@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { SluiceError } from "../sluice-error.js";
 import { formatIssues } from "./config-loader.js";
-import { batchingSchema, modelSchema, type SluiceConfig } from "./config-schema.js";
+import { batchingSchema, maxBatchSize, modelSchema, type SluiceConfig } from "./config-schema.js";
 
 /**
  * What the model runner runs with: every key of the configuration's `model` section, resolved (the
@@ -59,7 +59,7 @@ export function modelSettings(input: ModelSettingsInput): ModelSettings {
     ...resolved,
     ...files,
     bucketing: batching.bucketing,
-    maxRequestRows: batching.maxBatchSize,
+    maxRequestRows: maxBatchSize(batching, resolved.task),
     backfillLane: backfillLane ?? false,
   };
 }

@@ -1,4 +1,4 @@
-import type { SluiceConfig } from "../config/config-schema.js";
+import { maxBatchSize, type SluiceConfig } from "../config/config-schema.js";
 import { envNameFor } from "../config/env-overrides.js";
 import type { ModelSettings } from "../config/model-settings.js";
 import { ensureDefaultModel } from "./default-model.js";
@@ -72,7 +72,7 @@ export async function modelRunnerOptionsFromConfig(
     ...model,
     ...files,
     bucketing: config.batching.bucketing,
-    maxRequestRows: config.batching.maxBatchSize,
+    maxRequestRows: maxBatchSize(config.batching, config.model.task),
     backfillLane: (config.topics?.backfill.length ?? 0) > 0,
   };
 }

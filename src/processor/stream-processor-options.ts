@@ -1,4 +1,9 @@
-import { type SluiceConfig, type SluiceConfigInput, sluiceConfigSchema } from "../config/config-schema.js";
+import {
+  maxBatchSize,
+  type SluiceConfig,
+  type SluiceConfigInput,
+  sluiceConfigSchema,
+} from "../config/config-schema.js";
 import type { Codec } from "../contracts/codec.js";
 import type { RequestDecoder } from "../contracts/request-codec.js";
 import type { ResultEncoder } from "../contracts/result-codec.js";
@@ -189,7 +194,8 @@ export function resolveProcessorOptions(o: StreamProcessorOptions): ResolvedProc
   // The model is already loaded here and truncates by itself; the configuration's rule that a batch
   // fits one full-length request (batching.maxBatchTokens >= model.maxSequenceTokens) is about the
   // configured model, so it must not judge programmatic options against the default sequence length.
-  input["model"] = { maxSequenceTokens: 1 };
+  // Its task is what batching.maxBatchSize's auto follows.
+  input["model"] = { maxSequenceTokens: 1, task: o.model.task };
   // The avro-registry codecs arrive ready-made (`codecs`, which reach the registry); the
   // configuration's rule that such a codec needs schemaRegistry.url is about the configuration.
   for (const key of ["requestCodec", "resultCodec"] as const) {
@@ -234,6 +240,8 @@ export function settingsFromConfig(config: SluiceConfig): ProcessorSettings {
     const value = (config as unknown as Record<string, Record<string, unknown>>)[section]?.[key];
     out[name] = Array.isArray(value) ? [...value] : value;
   }
+  // `auto` resolved for the configured model's task (the one home of that rule: config-schema.ts).
+  out["maxBatchSize"] = maxBatchSize(config.batching, config.model.task);
   return out as unknown as ProcessorSettings;
 }
 

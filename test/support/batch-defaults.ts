@@ -1,5 +1,5 @@
 import type { BatchJobOptions } from "../../src/batch/batch-job.js";
-import { sluiceConfigSchema } from "../../src/config/index.js";
+import { maxBatchSize, sluiceConfigSchema } from "../../src/config/index.js";
 import { FileSource, type FileSourceOptions, fileFormatOf } from "../../src/runs/file-source.js";
 
 /**
@@ -11,7 +11,7 @@ const defaults = sluiceConfigSchema.parse({});
 /** The tuning options of `BatchJob`; tests spread them and override what they test. */
 export const defaultJobOptions = {
   shardSize: defaults.batch.shardSize,
-  batchSize: defaults.batching.maxBatchSize,
+  batchSize: maxBatchSize(defaults.batching, defaults.model.task),
   maxInFlightBatches: defaults.batching.maxInFlightBatches,
   sortByLength: true,
   mode: "resume",

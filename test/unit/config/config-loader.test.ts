@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { loadConfig, loadConfigWithOrigin } from "../../../src/config/config-loader.js";
-import { sluiceConfigSchema } from "../../../src/config/config-schema.js";
+import { maxBatchSize, sluiceConfigSchema } from "../../../src/config/config-schema.js";
 import { isSluiceError, type SluiceError } from "../../../src/sluice-error.js";
 
 const dir = mkdtempSync(join(tmpdir(), "sluice-config-"));
@@ -31,7 +31,7 @@ describe("loadConfig", () => {
     expect(config.kafka.brokers).toEqual(["127.0.0.1:19092"]);
     expect(config.topics.requests).toEqual(["sluice.requests"]);
     expect(config.batching).toEqual({
-      maxBatchSize: 32,
+      maxBatchSize: "auto",
       maxBatchTokens: 8192,
       maxWaitMs: 10,
       maxInFlightBatches: 2,
@@ -67,7 +67,30 @@ describe("loadConfig", () => {
   });
 
   it("an empty file is all defaults", () => {
-    expect(loadConfig({ env: {}, configPath: file("empty.yaml", "") }).batching.maxBatchSize).toBe(32);
+    expect(loadConfig({ env: {}, configPath: file("empty.yaml", "") }).batching.maxBatchSize).toBe("auto");
+  });
+
+  it("batching.maxBatchSize auto: 32 rows for a text model, 256 for a tensor model", () => {
+    const text = loadConfig({ env: {}, configPath: file("text.yaml", "") });
+    expect(maxBatchSize(text.batching, text.model.task)).toBe(32);
+    const tensorYaml =
+      "model:\n  task: tensor\n  path: /m/model.onnx\ntopics:\n  requestCodec: v2-json\n  resultCodec: v2-json\n";
+    const tensor = loadConfig({ env: {}, configPath: file("tensor.yaml", tensorYaml) });
+    expect(maxBatchSize(tensor.batching, tensor.model.task)).toBe(256);
+    const set = loadConfig({
+      env: { SLUICE_BATCHING__MAX_BATCH_SIZE: "64" },
+      configPath: file("t2.yaml", tensorYaml),
+    });
+    expect(maxBatchSize(set.batching, set.model.task)).toBe(64);
+    const error = failure(() =>
+      loadConfig({
+        env: { SLUICE_BATCHING__MAX_QUEUED_RECORDS: "100" },
+        configPath: file("t3.yaml", tensorYaml),
+      }),
+    );
+    expect(error.message).toContain(
+      "must be at least batching.maxBatchSize (256, auto for model.task tensor)",
+    );
   });
 
   it("overrides win over env and file", () => {

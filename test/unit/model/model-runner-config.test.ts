@@ -1,5 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { defaultConfig, modelSchema, type SluiceConfig } from "../../../src/config/config-schema.js";
+import {
+  AUTO_MAX_BATCH_SIZE,
+  defaultConfig,
+  maxBatchSize,
+  modelSchema,
+  type SluiceConfig,
+} from "../../../src/config/config-schema.js";
 import { modelSettings } from "../../../src/config/model-settings.js";
 import { modelRunnerOptionsFromConfig } from "../../../src/model/model-runner-config.js";
 import { resolveBackfillWorkerCount } from "../../../src/model/worker-count.js";
@@ -31,7 +37,7 @@ describe("the one config → TextModelRunner mapping", () => {
       modelPath,
       tokenizerPath,
       bucketing: false,
-      maxRequestRows: configWithEveryModelKey().batching.maxBatchSize,
+      maxRequestRows: maxBatchSize(configWithEveryModelKey().batching, configWithEveryModelKey().model.task),
       backfillLane: false,
     });
     const dropped = schemaKeys.filter(
@@ -52,7 +58,7 @@ describe("modelSettings (programmatic callers)", () => {
       modelPath,
       tokenizerPath,
       bucketing: defaultConfig().batching.bucketing,
-      maxRequestRows: defaultConfig().batching.maxBatchSize,
+      maxRequestRows: AUTO_MAX_BATCH_SIZE.text,
       backfillLane: false,
     });
   });

@@ -1,6 +1,6 @@
 import type { Kafka } from "kafkajs";
 import { describe, expect, it } from "vitest";
-import { defaultConfig } from "../../../src/config/config-schema.js";
+import { defaultConfig, maxBatchSize } from "../../../src/config/config-schema.js";
 import { RequestDecoder } from "../../../src/contracts/request-codec.js";
 import { RequestWriterSchemas } from "../../../src/contracts/request-writer-schemas.js";
 import { ResultEncoder } from "../../../src/contracts/result-codec.js";
@@ -90,11 +90,23 @@ describe("resolveProcessorOptions: one home for defaults and rules", () => {
   it("takes every default from the configuration schema", () => {
     const o = resolveProcessorOptions(base);
     const d = defaultConfig();
-    expect(o.maxBatchSize).toBe(d.batching.maxBatchSize);
+    expect(o.maxBatchSize).toBe(maxBatchSize(d.batching, d.model.task));
     expect(o.dedupTtlMs).toBe(d.delivery.dedupTtlMs);
     expect(o.sessionTimeoutMs).toBe(d.consumer.sessionTimeoutMs);
     expect(o.restoreTimeoutMs).toBe(d.consumer.restoreTimeoutMs);
     expect(o.restoreRetryMs).toBe(d.consumer.restoreRetryMs);
+  });
+
+  it("batching.maxBatchSize auto follows the loaded model's task; a number given wins", () => {
+    const tensor = { ...base, model: { task: "tensor" } as ModelPort };
+    expect(resolveProcessorOptions({ ...base, model: { task: "embedding" } as ModelPort }).maxBatchSize).toBe(
+      32,
+    );
+    expect(resolveProcessorOptions(tensor).maxBatchSize).toBe(256);
+    expect(resolveProcessorOptions({ ...tensor, maxBatchSize: 16 }).maxBatchSize).toBe(16);
+    expect(() => resolveProcessorOptions({ ...tensor, maxQueuedRecords: 100 })).toThrow(
+      /maxQueuedRecords must be at least maxBatchSize \(256, auto for model.task tensor\)/,
+    );
   });
 
   it("applies the schema's cross-field rules under option names", () => {
