@@ -23,7 +23,8 @@
  *     pressure's worst second (`/proc/pressure/cpu` "some") and the
  *     broker's CPU per second in the window; the serve processes' event-loop delay in the window
  *     (max and p99 from their /metrics) and their online transactions committed in it (count, and
- *     the bucket of the p99 of `sluice_transaction_duration_seconds`); partitions revoked in the
+ *     the bucket of the p99 of `sluice_transaction_duration_seconds`) and their Kafka requests
+ *     slower than 100 ms in it, by API (`sluice_kafka_request_duration_seconds`); partitions revoked in the
  *     serve logs during the run (a session timeout or a fenced broker shows as a rebalance).
  * Every online id and every backfill id must arrive exactly once (counted at the reader). The
  * report lists the worst run first.
@@ -170,6 +171,8 @@ interface RunRow {
   /** Online transactions committed in the window (all instances), and the bucket bound of their p99, ms. */
   onlineTxnP99Ms: number;
   onlineTxnN: number;
+  /** Kafka requests slower than SLOW_REQUEST_MS in the window, Fetch aside, all instances: "api n, …". */
+  slowRequests: string;
   lost: number;
   doubled: number;
   /** p99 of each part of the window's latency (intake, queue, inference, commit), ms. */
@@ -203,7 +206,12 @@ interface ServeScrape {
   p99Ms: number;
   /** Committed online transactions so far, cumulative per bucket: upper bound (ms) → count. */
   onlineTxn: Map<number, number>;
+  /** Kafka requests so far by API: all of them, and those within SLOW_REQUEST_MS. */
+  requests: Map<string, { all: number; fast: number }>;
 }
+
+/** A Kafka request slower than this counts as slow in the report (a histogram bucket bound, ms). */
+const SLOW_REQUEST_MS = 100;
 
 /** Scrapes every serve process's /metrics (and so resets their event-loop histograms). */
 async function scrapeServe(ports: readonly number[]): Promise<ServeScrape[]> {
@@ -219,10 +227,21 @@ async function scrapeServe(ports: readonly number[]): Promise<ServeScrape[]> {
         const le = /le="([^"]+)"/.exec(labels)?.[1] ?? "+Inf";
         onlineTxn.set(le === "+Inf" ? Number.POSITIVE_INFINITY : 1000 * Number(le), Number(m[2]));
       }
+      const requests = new Map<string, { all: number; fast: number }>();
+      for (const m of text.matchAll(/^sluice_kafka_request_duration_seconds_bucket\{([^}]*)\} (\S+)$/gm)) {
+        const labels = m[1] as string;
+        const api = /api="([^"]+)"/.exec(labels)?.[1] ?? "?";
+        const le = /le="([^"]+)"/.exec(labels)?.[1] ?? "+Inf";
+        const entry = requests.get(api) ?? { all: 0, fast: 0 };
+        if (le === "+Inf") entry.all = Number(m[2]);
+        else if (1000 * Number(le) === SLOW_REQUEST_MS) entry.fast = Number(m[2]);
+        requests.set(api, entry);
+      }
       return {
         maxMs: gauge("nodejs_eventloop_lag_max_seconds"),
         p99Ms: gauge("nodejs_eventloop_lag_p99_seconds"),
         onlineTxn,
+        requests,
       };
     }),
   );
@@ -244,6 +263,25 @@ function onlineTxnBetween(
   const n = count(Number.POSITIVE_INFINITY);
   const p99Ms = bounds.find((le) => count(le) >= 0.99 * n) ?? Number.NaN;
   return { n, p99Ms: n > 0 ? p99Ms : Number.NaN };
+}
+
+/**
+ * Kafka requests slower than SLOW_REQUEST_MS between two scrapes of the same processes, by API, Fetch
+ * aside (a Fetch waits at the broker when there is nothing new): "Produce 2, EndTxn 1", or "0".
+ */
+function slowRequestsBetween(from: readonly ServeScrape[], to: readonly ServeScrape[]): string {
+  if (from.length !== to.length) return "–";
+  const slow = new Map<string, number>();
+  to.forEach((s, i) => {
+    for (const [api, now] of s.requests) {
+      if (api === "Fetch") continue;
+      const before = from[i]?.requests.get(api) ?? { all: 0, fast: 0 };
+      const n = now.all - now.fast - (before.all - before.fast);
+      if (n > 0) slow.set(api, (slow.get(api) ?? 0) + n);
+    }
+  });
+  const listed = [...slow].sort((a, b) => b[1] - a[1]).map(([api, n]) => `${api} ${n}`);
+  return listed.length > 0 ? listed.join(", ") : "0";
 }
 
 /** `partitions revoked` lines in the serve logs now. */
@@ -378,6 +416,7 @@ async function main(): Promise<void> {
               clearTimeout(loopReset);
               const loop = await loopInWindow;
               const onlineTxn = onlineTxnBetween(await atWindowStart, loop);
+              const slowRequests = slowRequestsBetween(await atWindowStart, loop);
               sampler.stop();
               threadSampler.stop();
               await reader.waitFor(prefix, sent, 60_000);
@@ -466,6 +505,7 @@ async function main(): Promise<void> {
                 loopP99Ms: Math.max(...loop.map((l) => l.p99Ms)),
                 onlineTxnP99Ms: onlineTxn.p99Ms,
                 onlineTxnN: onlineTxn.n,
+                slowRequests,
                 lost,
                 doubled,
                 windowParts: parts(windowEntries),
@@ -527,7 +567,7 @@ function report(
     "",
     `Run ${startedAt.toISOString()} on ${machineDescription()}; broker: ${brokerNote}.`,
     `\`sluice serve\` as separate processes (\`node bin/sluice.js serve\`, children of the benchmark's one process, default model, \`model.workers: auto\`), ${PARTITIONS} partitions per lane; online open-loop paragraphs (words per text p50 ${percentile(words, 50)}, p90 ${percentile(words, 90)}, p99 ${percentile(words, 99)}), each with a deadline ${DEADLINE_MS / 1000} s after its scheduled send, ${ALONE_SECONDS} s alone per repeat; backfills of ${ROWS} paragraphs by \`sluice backfill submit\`, submitted 2 s into the online load; latency = read_committed arrival − broker append time (LogAppendTime on the requests topic).`,
-    `**Window**: the ${WINDOW_MS / 1000} s starting ${WINDOW_DELAY_MS / 1000} s after the submit returned (online requests appended in it); **first seconds**: from the submit's start to the window; **whole**: while the backfill's results arrived. Run queue: \`procs_running\` of /proc/stat every 250 ms in the window (threads runnable on the whole machine); CPU pressure: the kernel's \`/proc/pressure/cpu\` "some" over the window's worst second (the share of that second in which at least one runnable thread waited for a CPU); broker: its process's CPU per second in the window (${brokerSampled ? "found by its listening port" : "not on this machine: not sampled"}); event-loop delay: each serve process's over the window (its /metrics, \`nodejs_eventloop_lag_max_seconds\` and \`_p99_\`, scraped at the window's start and end), the worst instance; online transactions: the online partitions' transactions committed in the window, all instances (\`sluice_transaction_duration_seconds\` from the same scrapes), with the histogram bucket their p99 is under; revoked: \`partitions revoked\` log lines of the serve processes during the run (a session timeout or a fenced broker shows as one).`,
+    `**Window**: the ${WINDOW_MS / 1000} s starting ${WINDOW_DELAY_MS / 1000} s after the submit returned (online requests appended in it); **first seconds**: from the submit's start to the window; **whole**: while the backfill's results arrived. Run queue: \`procs_running\` of /proc/stat every 250 ms in the window (threads runnable on the whole machine); CPU pressure: the kernel's \`/proc/pressure/cpu\` "some" over the window's worst second (the share of that second in which at least one runnable thread waited for a CPU); broker: its process's CPU per second in the window (${brokerSampled ? "found by its listening port" : "not on this machine: not sampled"}); event-loop delay: each serve process's over the window (its /metrics, \`nodejs_eventloop_lag_max_seconds\` and \`_p99_\`, scraped at the window's start and end), the worst instance; online transactions: the online partitions' transactions committed in the window, all instances (\`sluice_transaction_duration_seconds\` from the same scrapes), with the histogram bucket their p99 is under; Kafka requests > ${SLOW_REQUEST_MS} ms: the serve processes' Kafka requests in the window that took longer, by API, Fetch aside (\`sluice_kafka_request_duration_seconds\` from the same scrapes; a Fetch waits at the broker when there is nothing new); revoked: \`partitions revoked\` log lines of the serve processes during the run (a session timeout or a fenced broker shows as one).`,
     `Variants, side by side in this run: ${VARIANTS.map((v, i) => `**${v}** = ${VARIANT_SETTINGS[v]?.label} (${INSTANCES.map((n) => `${i === 0 ? repeatsFor(n) : repeatsOther(n)} repeats with ${n}`).join(", ")})`).join("; ")}.`,
     "Goal per run: window p99 ≤ 1.5 × online p99 alone + 25 ms, no more expired online requests than alone, no partition revoked, backfill beside ≥ 0.5 × alone, nothing lost or doubled.",
     "",
@@ -550,12 +590,12 @@ function report(
     "",
     "Every run, worst first (ms; backfill rows/s; the breakdowns are each part's own p99 from the results' `timing`, so the parts do not add up to the total; commit = the reader's arrival − the result's `completedAt`):",
     "",
-    "| variant | n | rate | # | alone p50 / p99 (expired) | window p50 / p99 (n, expired) | first seconds p99 (n): intake / queue / inference / commit | whole p99 (expired) | window p99: intake / queue / inference / commit | backfill alone → beside | run queue max / mean | CPU pressure, worst second | broker cores min / mean | event-loop delay max / p99 | online transactions: p99 (n) | revoked | goal |",
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    `| variant | n | rate | # | alone p50 / p99 (expired) | window p50 / p99 (n, expired) | first seconds p99 (n): intake / queue / inference / commit | whole p99 (expired) | window p99: intake / queue / inference / commit | backfill alone → beside | run queue max / mean | CPU pressure, worst second | broker cores min / mean | event-loop delay max / p99 | online transactions: p99 (n) | Kafka requests > ${SLOW_REQUEST_MS} ms | revoked | goal |`,
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
   );
   for (const r of [...rows].sort((a, b) => overGoal(b) - overGoal(a)))
     lines.push(
-      `| ${r.variant} | ${r.instances} | ${r.rate} | ${r.repeat} | ${f0(r.aloneP50)} / ${f0(r.aloneP99)} (${r.aloneExpired}) | ${f0(r.windowP50)} / ${f0(r.windowP99)} (${r.windowN}, ${r.windowExpired}) | ${f0(r.firstP99)} (${r.firstN}): ${r.firstParts} | ${f0(r.besideP99)} (${r.besideExpired}) | ${r.windowParts} | ${r.backfillAlone.toFixed(1)} → ${r.backfillBeside.toFixed(1)} | ${r.runQueueMax} / ${f2(r.runQueueMean)} | ${pct(r.pressureMax)} | ${f2(r.brokerCoresMin)} / ${f2(r.brokerCoresMean)} | ${f0(r.loopMaxMs)} / ${f0(r.loopP99Ms)} | ≤ ${f0(r.onlineTxnP99Ms)} ms (${r.onlineTxnN}) | ${r.revoked} | ${goalMet(r) ? "yes" : "no"} |`,
+      `| ${r.variant} | ${r.instances} | ${r.rate} | ${r.repeat} | ${f0(r.aloneP50)} / ${f0(r.aloneP99)} (${r.aloneExpired}) | ${f0(r.windowP50)} / ${f0(r.windowP99)} (${r.windowN}, ${r.windowExpired}) | ${f0(r.firstP99)} (${r.firstN}): ${r.firstParts} | ${f0(r.besideP99)} (${r.besideExpired}) | ${r.windowParts} | ${r.backfillAlone.toFixed(1)} → ${r.backfillBeside.toFixed(1)} | ${r.runQueueMax} / ${f2(r.runQueueMean)} | ${pct(r.pressureMax)} | ${f2(r.brokerCoresMin)} / ${f2(r.brokerCoresMean)} | ${f0(r.loopMaxMs)} / ${f0(r.loopP99Ms)} | ≤ ${f0(r.onlineTxnP99Ms)} ms (${r.onlineTxnN}) | ${r.slowRequests} | ${r.revoked} | ${goalMet(r) ? "yes" : "no"} |`,
     );
   const worstRun = [...rows].sort((a, b) => overGoal(b) - overGoal(a))[0];
   if (worstRun !== undefined)

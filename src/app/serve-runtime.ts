@@ -3,6 +3,7 @@ import { backfillResultsTopic, maxBatchSize, type SluiceConfig } from "../config
 import { SluiceEvents } from "../events/sluice-events.js";
 import type { KafkaClient } from "../kafka/client/kafka-client.js";
 import { createKafka } from "../kafka/client/kafka-client.js";
+import { observeKafkaRequests } from "../kafka/client/request-timing.js";
 import { ensureTopics } from "../kafka/client/topic-admin.js";
 import { KafkaGroupOffsetsReader } from "../kafka/probes/kafka-group-offsets-reader.js";
 import { kafkaLagReaders } from "../kafka/probes/kafka-lag-readers.js";
@@ -92,6 +93,8 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
     ...(ownBackfillTopic ? { backfillResultEncoder: await wire.resultEncoder(backfillResults) } : {}),
   };
   const kafka = createKafka(config.kafka, logger.child({ component: "kafkajs" }));
+  // Every Kafka request's duration, by API (sluice_kafka_request_duration_seconds).
+  const detachRequests = observeKafkaRequests(kafka, (timing) => events.emit("kafka.request", timing));
   // A security failure (credentials, ACL, certificate) anywhere stops the runtime: it is reported once,
   // /readyz says why until the process exits, and nothing retries it.
   let failure: SluiceError | undefined;
@@ -267,6 +270,7 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
       await heartbeat.stop().catch(() => undefined);
       await server.stop();
       await runOffsets.close();
+      detachRequests();
       detachMetrics();
       detachBatchLog();
       detachDeadLetterLog();

@@ -58,6 +58,13 @@ export interface SluiceEventMap {
     /** Timestamp of the last record covered by this commit (event time). */
     lastEventTimestampMs?: number;
   };
+  /** A Kafka request of this process answered (any producer, consumer or admin of its client). */
+  "kafka.request": {
+    /** The request's API as the client names it: Produce, Fetch, AddPartitionsToTxn, EndTxn, … */
+    api: string;
+    /** From the request's creation to its response (queued on the connection, then the round trip). */
+    durationMs: number;
+  };
   "partitions.assigned": { topic: string; partitions: number[] };
   "partitions.revoked": { topic: string; partitions: number[] };
   "partitions.restored": { topic: string; partition: number; dedupEntries: number; durationMs: number };

@@ -41,6 +41,7 @@ export const SLUICE_METRIC_NAMES = [
   "sluice_expired_total",
   "sluice_transactions_total",
   "sluice_transaction_duration_seconds",
+  "sluice_kafka_request_duration_seconds",
   "sluice_model_info",
   "sluice_fallbacks_total",
   "sluice_model_cpu_seconds_total",
@@ -84,6 +85,7 @@ export class SluiceMetrics {
   private readonly expired: Counter;
   private readonly transactions: Counter<"outcome">;
   private readonly transactionDuration: Histogram<"lane" | "outcome">;
+  private readonly kafkaRequests: Histogram<"api">;
   private readonly modelCpu: Counter<"lane">;
   private readonly tokens: Counter<"lane">;
 
@@ -239,6 +241,13 @@ export class SluiceMetrics {
       buckets: SHORT_BUCKETS_S,
       registers,
     });
+    this.kafkaRequests = new Histogram({
+      name: "sluice_kafka_request_duration_seconds",
+      help: "Kafka requests of this process from creation to response (queued on the connection, then the round trip), by API (Produce, Fetch, AddPartitionsToTxn, EndTxn, …). A Fetch waits at the broker up to 100 ms (the consumer's maxWaitTimeInMs) when there is nothing new.",
+      labelNames: ["api"],
+      buckets: SHORT_BUCKETS_S,
+      registers,
+    });
     this.models = new ModelMetrics(registers);
     this.guard = new GuardMetrics(registers);
 
@@ -324,6 +333,9 @@ export class SluiceMetrics {
           this.noteCommittedEventTime(e.topic, e.partition, e.lastEventTimestampMs);
         }
       }),
+      events.on("kafka.request", (e) =>
+        this.kafkaRequests.observe({ api: e.api }, Math.max(0, e.durationMs) / 1000),
+      ),
       events.on("partitions.revoked", (e) => {
         // Another instance owns these now and reports their freshness.
         for (const p of e.partitions) this.lastCommittedEventMs.delete(topicPartitionKey(e.topic, p));

@@ -11,6 +11,7 @@ import { fixProduceEncoding } from "../protocol/produce-encoding.js";
 import { denialLogTap } from "./kafka-failure.js";
 import { type KafkaLogSink, kafkaLogCreator, kafkaLogLevel } from "./kafka-log.js";
 import { kafkaSecurityOptions } from "./kafka-security.js";
+import { instrumentRequests } from "./request-timing.js";
 
 /**
  * The Kafka client handle the rest of Sluice passes around (made by `createKafka`). Only src/kafka
@@ -99,7 +100,7 @@ function buildKafka(
   fixProduceEncoding();
   // A consumer whose partitions are all paused fetches again as soon as one resumes.
   fixPausedFetchWait();
-  // A transaction started while the previous one completes is retried after 20 ms, not 300 ms.
+  // A transaction started while the previous one completes is retried within milliseconds, not 300 ms.
   fixConcurrentTransactionsRetry();
   // A coordinator is looked up once, not before every transactional request (four per transaction).
   // After the retry above, so a refusal it retries away does not count as a failed request.
@@ -119,5 +120,7 @@ function buildKafka(
     },
   });
   failures.attach(kafka, facts);
+  // Its producers, consumers and admins report their requests' durations (observeKafkaRequests).
+  instrumentRequests(kafka);
   return kafka;
 }

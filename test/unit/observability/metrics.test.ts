@@ -144,6 +144,7 @@ describe("SluiceMetrics fed by events, scraped over HTTP", () => {
       sluice_expired_total: "counter",
       sluice_transactions_total: "counter",
       sluice_transaction_duration_seconds: "histogram",
+      sluice_kafka_request_duration_seconds: "histogram",
       sluice_model_info: "gauge",
       sluice_fallbacks_total: "counter",
       sluice_model_cpu_seconds_total: "counter",
