@@ -108,7 +108,7 @@ export const consumerSchema = z
  * rows cost next to nothing in ORT (a logistic regression scores millions a second), so what a
  * batch costs is per call — the hand-over to a worker thread, the batch's events and log line — and
  * 256 rows amortise it: at the Kafka-path ceiling (bench:ceiling, logistic regression) 32 rows per
- * call gave ~21–22k results/s, 256–1024 gave 30–36k (BENCHMARKS.md, "Tensor batches").
+ * call gave 20.5–24k results/s, 256–1024 gave 30.8–35.6k (BENCHMARKS.md, "Tensor batches").
  */
 export const AUTO_MAX_BATCH_SIZE = { text: 32, tensor: 256 } as const;
 
