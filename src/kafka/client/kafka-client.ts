@@ -8,6 +8,7 @@ import { fixConcurrentTransactionsRetry } from "../protocol/concurrent-transacti
 import { fixCoordinatorLookups } from "../protocol/coordinator-cache.js";
 import { fixPausedFetchWait } from "../protocol/paused-fetch-wait.js";
 import { fixProduceEncoding } from "../protocol/produce-encoding.js";
+import { fixThrottleCheckDelay } from "../protocol/throttle-check-delay.js";
 import { denialLogTap } from "./kafka-failure.js";
 import { type KafkaLogSink, kafkaLogCreator, kafkaLogLevel } from "./kafka-log.js";
 import { kafkaSecurityOptions } from "./kafka-security.js";
@@ -100,6 +101,8 @@ function buildKafka(
   fixProduceEncoding();
   // A consumer whose partitions are all paused fetches again as soon as one resumes.
   fixPausedFetchWait();
+  // No negative timer delay (Node.js 24 warns of each outside the logs).
+  fixThrottleCheckDelay();
   // A transaction started while the previous one completes is retried within milliseconds, not 300 ms.
   fixConcurrentTransactionsRetry();
   // A coordinator is looked up once, not before every transactional request (four per transaction).
