@@ -5,6 +5,7 @@ import { Kafka, logLevel } from "kafkajs";
 import { afterAll, describe, expect, it } from "vitest";
 import { packageRoot } from "../../src/config/project-paths.js";
 import type { LocalBrokerStatus } from "../../src/devtools/local-broker.js";
+import { fixThrottleCheckDelay } from "../../src/kafka/protocol/throttle-check-delay.js";
 import { runCli } from "../support/cli-process.js";
 
 function alive(pid: number): boolean {
@@ -75,6 +76,7 @@ describe("sluice kafka (CLI process)", () => {
     expect(status.bootstrap).toMatch(/^127\.0\.0\.1:\d+$/);
     expect(alive(status.pid!)).toBe(true);
 
+    fixThrottleCheckDelay();
     const admin = new Kafka({ brokers: [status.bootstrap!], logLevel: logLevel.NOTHING }).admin();
     await admin.connect();
     const cluster = await admin.describeCluster();

@@ -14,6 +14,7 @@ import {
 import type { AclEntry } from "../../src/app/kafka-acl-plan.js";
 import type { SecureBrokerCredentials } from "../../src/devtools/secure-broker.js";
 import { fixAbortedTransactionOrder } from "../../src/kafka/protocol/aborted-transaction-order.js";
+import { fixThrottleCheckDelay } from "../../src/kafka/protocol/throttle-check-delay.js";
 import { runCli } from "../support/cli-process.js";
 
 /** Where the global setup (secure-setup.ts) leaves the broker's address and credentials. */
@@ -37,6 +38,7 @@ export function uniqueBase(prefix: string): string {
 /** A kafkajs client of the admin (super user), for setting up topics and ACLs and reading results. */
 export function adminKafka(): Kafka {
   fixAbortedTransactionOrder();
+  fixThrottleCheckDelay();
   const k = secureKafka();
   const config: KafkaConfig = {
     clientId: uniqueBase("secure-admin"),

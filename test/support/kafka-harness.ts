@@ -10,6 +10,7 @@ import {
 } from "kafkajs";
 import { inject } from "vitest";
 import { fixAbortedTransactionOrder } from "../../src/kafka/protocol/aborted-transaction-order.js";
+import { fixThrottleCheckDelay } from "../../src/kafka/protocol/throttle-check-delay.js";
 import { readKafkaRanges } from "../../src/kafka/read/kafka-range-reader.js";
 
 /**
@@ -29,11 +30,13 @@ export function uniqueName(prefix: string): string {
 }
 
 /**
- * A kafkajs client for tests, with the read_committed fix applied the way `createKafka` applies it in
- * Sluice itself (src/kafka/protocol/aborted-transaction-order.ts).
+ * A kafkajs client for tests, with the read_committed fix and the throttle check delay applied the way
+ * `createKafka` applies them in Sluice itself (src/kafka/protocol/aborted-transaction-order.ts,
+ * throttle-check-delay.ts).
  */
 export function testKafka(clientId = uniqueName("test")): Kafka {
   fixAbortedTransactionOrder();
+  fixThrottleCheckDelay();
   return new Kafka({ clientId, brokers: testBrokers(), logLevel: logLevel.NOTHING });
 }
 

@@ -3,6 +3,7 @@ import "../protocol/message-grouping.js";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Kafka, logLevel } from "kafkajs";
 import type { KafkaSecuritySettings } from "../client/kafka-client.js";
+import { fixThrottleCheckDelay } from "../protocol/throttle-check-delay.js";
 
 /**
  * Polls until a kafkajs admin can describe the cluster (a broker and an elected controller), failing
@@ -99,6 +100,9 @@ function probeClient(
   clientId: string,
   timeouts: { connectionTimeout: number; requestTimeout?: number },
 ): Kafka {
+  // Not made by createKafka, so the one correction that matters here is applied here: no
+  // TimeoutNegativeWarning on Node.js 24 (throttle-check-delay.ts).
+  fixThrottleCheckDelay();
   return new Kafka({
     ...client,
     ...timeouts,
