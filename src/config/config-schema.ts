@@ -114,8 +114,8 @@ export const AUTO_MAX_BATCH_SIZE = { text: 32, tensor: 256 } as const;
 
 /** The micro-batch size in force: `batching.maxBatchSize`, with `auto` resolved for `model.task` (the one home of that rule). */
 export function maxBatchSize(
-  batching: { maxBatchSize: number | "auto" },
-  task: "embedding" | "classification" | "tensor",
+  batching: Pick<SluiceConfig["batching"], "maxBatchSize">,
+  task: SluiceConfig["model"]["task"],
 ): number {
   if (batching.maxBatchSize !== "auto") return batching.maxBatchSize;
   return task === "tensor" ? AUTO_MAX_BATCH_SIZE.tensor : AUTO_MAX_BATCH_SIZE.text;
