@@ -1,9 +1,10 @@
-import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { envNameFor } from "../../src/config/env-overrides.js";
+import { packageRoot } from "../../src/config/project-paths.js";
 import { runCli } from "../support/cli-process.js";
 import { testBrokers, uniqueName } from "../support/kafka-harness.js";
 import { serveEnv, startLogged } from "../support/serve-process.js";
@@ -122,10 +123,21 @@ describe("sluice CLI, the operator's first hour", () => {
     expect(filesBelow(tmp)).toEqual([]);
   });
 
-  // npx runs bin/sluice.js, which runs dist/: the global setup built it for this run.
-  it("npx sluice serve stops on SIGTERM to npx: node does not outlive npm → sh (built dist/)", async () => {
-    const serve = startLogged("npx", ["sluice", "serve"], serveEnv(uniqueName("npx"), tinyModelEnv(tiny)));
+  // npx runs bin/sluice.js, which runs dist/: the global setup built it for this run. With a cold npx
+  // cache (a fresh npm cache here, as on a fresh machine) npx links the project into that cache and
+  // runs its `prepare`; that must not rebuild dist/ under the other tests' processes (scripts/prepare.sh).
+  it("npx sluice serve uses the built dist/ and stops on SIGTERM to npx: node does not outlive npm → sh", async () => {
+    const main = join(packageRoot(), "dist", "src", "cli", "main.js");
+    const builtAt = statSync(main).mtimeMs;
+    const npmCache = mkdtempSync(join(dir, "npm-cache-"));
+    const serve = startLogged("npx", ["sluice", "serve"], {
+      ...serveEnv(uniqueName("npx"), tinyModelEnv(tiny)),
+      npm_config_cache: npmCache,
+      npm_config_update_notifier: "false",
+    });
     await serve.waitFor(/"msg":"sluice serve running/, 90_000);
+    expect(readdirSync(join(npmCache, "_npx"))).toHaveLength(1); // npx did link the project afresh
+    expect(statSync(main).mtimeMs).toBe(builtAt);
     const nodePid = Number(/"pid":(\d+)[^\n]*"msg":"sluice serve running/.exec(serve.output())?.[1]);
     expect(nodePid).not.toBe(serve.child.pid); // npx → sh → node: the process we signal is not node
     serve.child.kill("SIGTERM");
