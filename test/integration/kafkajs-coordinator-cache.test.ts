@@ -1,9 +1,9 @@
-import type { Producer } from "kafkajs";
+import { Kafka, logLevel, type Producer } from "kafkajs";
 import { afterEach, describe, expect, it } from "vitest";
 import { fixConcurrentTransactionsRetry } from "../../src/kafka/protocol/concurrent-transactions.js";
 import { fixCoordinatorLookups } from "../../src/kafka/protocol/coordinator-cache.js";
 import { readBounded } from "../../src/kafka/read/bounded-reader.js";
-import { createTopics, testKafka, uniqueName } from "../support/kafka-harness.js";
+import { createTopics, testBrokers, testKafka, uniqueName } from "../support/kafka-harness.js";
 
 // kafkajs 2.2.4 sends a FindCoordinator request before each AddPartitionsToTxn, AddOffsetsToTxn,
 // TxnOffsetCommit and EndTxn (src/kafka/protocol/coordinator-cache.ts), and a transaction started
@@ -80,5 +80,75 @@ describe("kafkajs coordinator lookups", () => {
     } finally {
       await admin.disconnect();
     }
+  });
+
+  it("a fresh admin's first group offset read looks the coordinator up without a failed attempt", async () => {
+    fixCoordinatorLookups();
+    const topic = uniqueName("coordinator-fresh");
+    const groupId = uniqueName("coordinator-fresh-group");
+    await createTopics([{ topic, numPartitions: 2 }]);
+    // kafkajs's own log, at debug: its lookup says so when it fails for want of metadata and retries.
+    const entries: string[] = [];
+    const kafka = new Kafka({
+      clientId: uniqueName("coordinator-fresh"),
+      brokers: testBrokers(),
+      logLevel: logLevel.DEBUG,
+      logCreator: () => (e) => void entries.push(String(e.log.message)),
+    });
+    const requests: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const admin = kafka.admin();
+      admin.on(admin.events.REQUEST, (e) => requests.push(e.payload.apiName));
+      await admin.connect();
+      try {
+        const [offsets] = await admin.fetchOffsets({ groupId, topics: [topic] });
+        expect(offsets?.partitions.map((p) => p.offset)).toEqual(["-1", "-1"]);
+      } finally {
+        await admin.disconnect();
+      }
+    }
+    // kafkajs alone: "No brokers in the broker pool, refreshing metadata and trying again..." and a
+    // wait of ~300 ms before the second attempt, for each fresh admin.
+    expect(entries.filter((m) => m.includes("No brokers in the broker pool"))).toEqual([]);
+    expect(requests.filter((r) => r === "OffsetFetch")).toHaveLength(2);
+  });
+
+  it("a new owner of a transactional id with an open transaction takes over without waiting out a kafkajs retry", async () => {
+    fixConcurrentTransactionsRetry();
+    fixCoordinatorLookups();
+    const topic = uniqueName("takeover");
+    await createTopics([{ topic, numPartitions: 1 }]);
+    const transactionalId = uniqueName("takeover-txn");
+    const entries: string[] = [];
+    const kafka = (debug: boolean) =>
+      new Kafka({
+        clientId: uniqueName("takeover"),
+        brokers: testBrokers(),
+        logLevel: debug ? logLevel.DEBUG : logLevel.NOTHING,
+        logCreator: () => (e) => void entries.push(String(e.log.message)),
+      });
+    const producer = (k: Kafka) => {
+      const p = k.producer({ transactionalId, idempotent: true, maxInFlightRequests: 1 });
+      clients.push(p);
+      return p;
+    };
+    // The old owner leaves a transaction open (as an instance does when its partition moves).
+    const old = producer(kafka(false));
+    await old.connect();
+    const open = await old.transaction();
+    await open.send({ topic, messages: [{ value: "left open" }] });
+    // The new owner's InitProducerId fences it; the coordinator answers CONCURRENT_TRANSACTIONS until
+    // it has aborted that transaction.
+    const next = producer(kafka(true));
+    const requests: string[] = [];
+    next.on(next.events.REQUEST, (e) => requests.push(e.payload.apiName));
+    await next.connect();
+    const txn = await next.transaction();
+    await txn.send({ topic, messages: [{ value: "new owner" }] });
+    await txn.commit();
+    await expect(open.commit()).rejects.toThrow();
+    expect(requests.filter((r) => r === "InitProducerId").length).toBeGreaterThanOrEqual(1);
+    // kafkajs alone: "There is an ongoing transaction on this transactionId, retrying" and 300 ms or more.
+    expect(entries.filter((m) => m.includes("ongoing transaction"))).toEqual([]);
   });
 });

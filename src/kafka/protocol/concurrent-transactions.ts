@@ -9,17 +9,23 @@ import { kafkajsModule } from "./kafkajs-module.js";
  * back-off (`initialRetryTime`, 300 ms ± 20 % by default; `src/producer/sendMessages.js`). The
  * Java producer retries this case after 20 ms (`TransactionManager`, `ADD_PARTITIONS_RETRY_BACKOFF_MS`).
  *
- * The correction retries sooner still: AddPartitionsToTxn and AddOffsetsToTxn answered with
- * CONCURRENT_TRANSACTIONS are sent again after 2 ms, then 4, 8, 16 and every 20 ms, for at most
+ * A new owner of a transactional id meets the same answer on its InitProducerId while the coordinator
+ * aborts the transaction the previous owner left open (a partition moved to another instance, or an
+ * instance restarted): kafkajs's producer then waits out its retry back-off too
+ * (`src/producer/eosManager/index.js`, `initProducerId`), at every such takeover.
+ *
+ * The correction retries sooner still: AddPartitionsToTxn, AddOffsetsToTxn and InitProducerId answered
+ * with CONCURRENT_TRANSACTIONS are sent again after 2 ms, then 4, 8, 16 and every 20 ms, for at most
  * `RETRY_FOR_MS`; after that the error goes to kafkajs's own retries as before. (Measured on the
  * local broker, BENCHMARKS.md "Coordinator lookups and CONCURRENT_TRANSACTIONS": a flat 20 ms made
  * back-to-back transactions slower than a FindCoordinator round trip in front of each, which gave
  * the coordinator the few ms it needs.) Nothing else changes: the same requests, the
  * same state machine.
  *
- * Where: `addPartitionsToTxn` and `addOffsetsToTxn` on kafkajs's Broker class (its prototype, shared
- * by every client). Applied once per process by `createKafka`; see
- * test/integration/kafkajs-coordinator-cache.test.ts (back-to-back transactions on the real broker).
+ * Where: `addPartitionsToTxn`, `addOffsetsToTxn` and `initProducerId` on kafkajs's Broker class (its
+ * prototype, shared by every client). Applied once per process by `createKafka`; see
+ * test/integration/kafkajs-coordinator-cache.test.ts (back-to-back transactions and a takeover on the
+ * real broker).
  */
 const WRAPPED = Symbol.for("sluice.kafkajs.concurrentTransactions");
 
@@ -33,7 +39,7 @@ export const MAX_RETRY_MS = 20;
 /** How long those fast retries go on before the error goes to kafkajs's retries, ms. */
 export const RETRY_FOR_MS = 1000;
 
-const METHODS = ["addPartitionsToTxn", "addOffsetsToTxn"] as const;
+const METHODS = ["addPartitionsToTxn", "addOffsetsToTxn", "initProducerId"] as const;
 
 type BrokerMethod = (this: unknown, ...args: unknown[]) => Promise<unknown>;
 
@@ -41,7 +47,7 @@ function isConcurrentTransactions(error: unknown): boolean {
   return (error as { type?: unknown } | null)?.type === "CONCURRENT_TRANSACTIONS";
 }
 
-/** Wraps the two methods on `BrokerClass`'s prototype; idempotent. `sleep` is a seam for tests. */
+/** Wraps the three methods on `BrokerClass`'s prototype; idempotent. `sleep` is a seam for tests. */
 export function retryConcurrentTransactions(
   BrokerClass: { prototype: Record<string, unknown> & { [WRAPPED]?: true } },
   sleep: (ms: number) => Promise<void> = (ms) => new Promise((resolve) => setTimeout(resolve, ms)),

@@ -18,6 +18,14 @@ import { kafkajsModule } from "./kafkajs-module.js";
  * retries, which look the coordinator up again after such errors, then find the new one. A broker
  * the pool replaced (new metadata) is never answered from the cache.
  *
+ * A lookup by a client that has not fetched metadata yet (an admin right after `connect()`: its pool
+ * holds only the seed broker) failed at once in kafkajs ("No brokers in the broker pool"), refreshed
+ * the metadata and waited its retry, ~300 ms, before asking again: every fresh admin's first group
+ * offset read (a partition restore at every start and scale event, `sluice status`) paid that. A
+ * cache miss on such a client refreshes the metadata first, as kafkajs's own producer does before
+ * its first lookup (`initProducerId`); should that refresh fail, kafkajs's lookup and its retries
+ * run exactly as before.
+ *
  * Where: `findGroupCoordinator` on kafkajs's Cluster class and the coordinator APIs on its Broker
  * class (their prototypes, shared by every client). Applied once per process by `createKafka`;
  * see test/unit/kafka/protocol/coordinator-cache.test.ts and
@@ -63,6 +71,9 @@ interface CoordinatorQuery {
 
 interface Cluster {
   findBroker(node: { nodeId: number | string }): Promise<Broker>;
+  refreshMetadata?(): Promise<void>;
+  /** kafkajs's pool: `metadata` stays null until the client's first metadata refresh. */
+  brokerPool?: { metadata?: unknown };
   [CACHE]?: Map<string, CacheEntry>;
 }
 
@@ -102,6 +113,8 @@ export function cacheCoordinators(
       const key = `${query.coordinatorType ?? 0}\u0000${query.groupId}`;
       const hit = await cached(this, key);
       if (hit !== undefined) return hit;
+      if (this.brokerPool !== undefined && this.brokerPool.metadata == null)
+        await this.refreshMetadata?.().catch(() => undefined);
       const broker = await find.call(this, query);
       if (broker?.nodeId !== undefined) {
         this[CACHE] ??= new Map();

@@ -24,6 +24,11 @@ function fakeBroker(refusals: number, error: () => Error = concurrent) {
       if (this.calls <= refusals) throw error();
       return "offsets";
     }
+    async initProducerId() {
+      this.calls++;
+      if (this.calls <= refusals) throw error();
+      return { producerId: "7", producerEpoch: 1 };
+    }
   }
   retryConcurrentTransactions(Broker as unknown as { prototype: Record<string, unknown> }, async (ms) => {
     waits.push(ms);
@@ -44,6 +49,13 @@ describe("retryConcurrentTransactions", () => {
     const { broker } = fakeBroker(1);
     await expect(broker.addOffsetsToTxn()).resolves.toBe("offsets");
     expect(broker.calls).toBe(2);
+  });
+
+  it("does the same for InitProducerId (a new owner while the coordinator aborts the old owner's transaction)", async () => {
+    const { broker, waits } = fakeBroker(3);
+    await expect(broker.initProducerId()).resolves.toEqual({ producerId: "7", producerEpoch: 1 });
+    expect(broker.calls).toBe(4);
+    expect(waits).toEqual([2, 4, 8]);
   });
 
   it("hands the error to kafkajs's own retries after RETRY_FOR_MS", async () => {

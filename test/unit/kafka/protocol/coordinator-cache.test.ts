@@ -91,6 +91,29 @@ describe("cacheCoordinators", () => {
     expect(cluster.lookups).toEqual(["0:g", "0:g", "0:g"]);
   });
 
+  it("a client without metadata yet fetches it before its first lookup, and only then", async () => {
+    const { Cluster } = fakes();
+    class FreshCluster extends Cluster {
+      brokerPool: { metadata: unknown } = { metadata: null };
+      refreshes = 0;
+      async refreshMetadata(): Promise<void> {
+        this.refreshes++;
+        this.brokerPool.metadata = { brokers: [1, 2] };
+      }
+    }
+    const cluster = new FreshCluster();
+    await cluster.findGroupCoordinator({ groupId: "g" });
+    await cluster.findGroupCoordinator({ groupId: "txn", coordinatorType: 1 });
+    expect(cluster.refreshes).toBe(1);
+    expect(cluster.lookups).toEqual(["0:g", "1:txn"]);
+    // A failed refresh leaves the lookup to kafkajs, as before.
+    const down = new FreshCluster();
+    down.refreshMetadata = async () => {
+      throw new Error("connection refused");
+    };
+    expect((await down.findGroupCoordinator({ groupId: "g" })).nodeId).toBe(1);
+  });
+
   it("is idempotent: wrapping twice still asks once", async () => {
     const { Cluster, Broker } = fakes();
     cacheCoordinators(Cluster as never, Broker as unknown as { prototype: Record<string, unknown> });
