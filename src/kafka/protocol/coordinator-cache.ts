@@ -20,11 +20,11 @@ import { kafkajsModule } from "./kafkajs-module.js";
  *
  * A lookup by a client that has not fetched metadata yet (an admin right after `connect()`: its pool
  * holds only the seed broker) failed at once in kafkajs ("No brokers in the broker pool"), refreshed
- * the metadata and waited its retry, ~300 ms, before asking again: every fresh admin's first group
- * offset read (a partition restore at every start and scale event, `sluice status`) paid that. A
- * cache miss on such a client refreshes the metadata first, as kafkajs's own producer does before
- * its first lookup (`initProducerId`); should that refresh fail, kafkajs's lookup and its retries
- * run exactly as before.
+ * the metadata and waited its retry, ~300 ms, before asking again: every fresh admin whose first
+ * request goes to a coordinator paid that (a partition restore's offset read at every start and
+ * scale event, `sluice status`'s group describe). A cache miss on such a client refreshes the
+ * metadata first, as kafkajs's own producer does before its first lookup (`initProducerId`); should
+ * that refresh fail, kafkajs's lookup and its retries run exactly as before.
  *
  * Where: `findGroupCoordinator` on kafkajs's Cluster class and the coordinator APIs on its Broker
  * class (their prototypes, shared by every client). Applied once per process by `createKafka`;
