@@ -5,7 +5,9 @@ import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { packageRoot } from "../../src/config/project-paths.js";
 import { runCli } from "../support/cli-process.js";
-import { createTinyModel, type TinyModel } from "../support/tiny-onnx.js";
+import { uniqueName } from "../support/kafka-harness.js";
+import { serveEnv, startServe } from "../support/serve-process.js";
+import { createTinyModel, type TinyModel, tinyModelEnv } from "../support/tiny-onnx.js";
 
 const HOOK = pathToFileURL(join(packageRoot(), "test", "support", "loaded-modules.mjs")).href;
 const HEAVY = ["onnxruntime-node", "kafkajs"] as const;
@@ -58,4 +60,19 @@ describe("the CLI loads only what a command needs", () => {
     expect(model.code).toBe(0);
     expect(model.packages.has("onnxruntime-node")).toBe(true);
   });
+
+  it("sluice serve without a schema registry configured does not load the registry client", async () => {
+    const list = join(dir, `modules-${runs++}.txt`);
+    const serve = startServe([], {
+      ...serveEnv(uniqueName("lazy-serve"), tinyModelEnv(tiny)),
+      NODE_OPTIONS: `--import=${HOOK}`,
+      SLUICE_TEST_LOADED_MODULES: list,
+    });
+    await serve.waitFor(/"msg":"sluice serve running/, 90_000);
+    serve.child.kill("SIGTERM");
+    expect((await serve.exited).code).toBe(0);
+    const loaded = readFileSync(list, "utf8");
+    expect(loaded).toContain("/node_modules/kafkajs/"); // the hook saw serve's own packages
+    expect(loaded).not.toContain("/node_modules/@kafkajs/confluent-schema-registry/");
+  }, 120_000);
 });
