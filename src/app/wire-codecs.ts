@@ -26,8 +26,8 @@ export interface WireCodecs {
 export async function createWireCodecs(config: SluiceConfig): Promise<WireCodecs> {
   const { requestCodec, resultCodec } = config.topics;
   const usesRegistry = requestCodec === "avro-registry" || resultCodec === "avro-registry";
-  // Loaded only with a registry configured: its client (with ajv and protobufjs) took ~0.1 s of every
-  // start to load.
+  // Loaded only with a registry configured: its client (with ajv and protobufjs) cost every start a
+  // few tens of ms to load (BENCHMARKS.md, "A partition's restore").
   const Registry =
     config.schemaRegistry.url === undefined
       ? undefined
