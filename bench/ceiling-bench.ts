@@ -31,6 +31,11 @@
  *        BENCH_CEILING_KSTREAMS_THREADS (Kafka Streams' num.stream.threads, one set of runs each:
  *        "<cores>,1", so "2,1" here: a stream thread per core, and one processing thread as Sluice's
  *        one event loop); BENCH_CEILING_FLOOR (1; 0 = no kafkajs floor side);
+ *        BENCH_CEILING_START ("running": every run gets its own copy of the backlog, written in one
+ *        open transaction, and commits it once the side's group is formed, so the backlog lands on
+ *        members already running, as it does on a deployment's replicas; "cold": the side starts on a
+ *        backlog that is already there, produced once before the runs, and a second member joins
+ *        while the first drains);
  *        BENCH_CEILING_TIMEOUT_S (600 per run); BENCH_CEILING_QUIET_WAIT_S (120: the longest wait
  *        before a run for a quiet machine, see quietMachine); BENCH_CEILING_WARMUP (1; 0 = no
  *        unreported warm-up round before the first mode's rounds); BENCH_CEILING_MAX_REST_CORES (0.5)
@@ -48,7 +53,7 @@ import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { pathToFileURL } from "node:url";
-import { Kafka, logLevel, type Producer } from "kafkajs";
+import { type Admin, Kafka, logLevel, type Producer } from "kafkajs";
 import { encodeRequest } from "../src/contracts/request-codec.js";
 import { createTinyTensorModels, LR_B, LR_W, lrReference } from "../test/support/tiny-tensor-onnx.js";
 import { benchBroker } from "./bench-broker.js";
@@ -75,6 +80,14 @@ const KSTREAMS_THREADS = counts("BENCH_CEILING_KSTREAMS_THREADS", `${cpus().leng
 /** How many `sluice serve` processes (members of one group) share the backlog, one set of runs each. */
 const SLUICE_PROCESSES = counts("BENCH_CEILING_SLUICE_PROCESSES", `${cpus().length},1`);
 const TIMEOUT_MS = num("BENCH_CEILING_TIMEOUT_S", 600) * 1000;
+/** Whether the backlog lands on a running group ("running") or is there before the side starts ("cold"). */
+const START = process.env.BENCH_CEILING_START ?? "running";
+if (START !== "running" && START !== "cold")
+  throw new Error(`BENCH_CEILING_START: unknown ${START}; use running or cold`);
+/** Where the report's time to the last result starts. */
+const SPAN_FROM = START === "running" ? "landing" : "spawn";
+/** How long the side's group is left formed before the backlog lands (its restores, its first fetch). */
+const SETTLE_MS = 1000;
 const WARMUP = (process.env.BENCH_CEILING_WARMUP ?? "1") !== "0";
 const QUIET_WAIT_MS = num("BENCH_CEILING_QUIET_WAIT_S", 120) * 1000;
 /** A run whose rest of the machine was busier than this (cores, on average over its window) is run again. */
@@ -282,7 +295,8 @@ interface Run {
   restWindow: number;
   windowS: number;
   /**
-   * From the process's spawn to the last result, s: start-up, the group join and the whole drain. The
+   * From the moment the backlog lands ("running") or the process's spawn ("cold") to the last result,
+   * s: the whole drain ("cold": start-up and the group join too). The
    * window alone can flatter a side that takes in much of the backlog before its first result commits
    * (larger fetches do), so the report gives both.
    */
@@ -308,6 +322,17 @@ interface Bench {
   dir: string;
   lr: { path: string; version: string };
   createTopics(names: string[]): Promise<void>;
+  kafka: Kafka;
+  admin: Admin;
+  /** Each mode's backlog, the same records for every run. */
+  backlogs: Partial<Record<Mode, BacklogRecord[]>>;
+}
+
+/** One request of a backlog as the producer takes it. */
+interface BacklogRecord {
+  key: string;
+  value: Buffer;
+  headers: Record<string, string>;
 }
 
 async function main(): Promise<void> {
@@ -335,6 +360,9 @@ async function main(): Promise<void> {
         path: models.lr,
         version: createHash("sha256").update(readFileSync(models.lr)).digest("hex").slice(0, 12),
       },
+      kafka,
+      admin,
+      backlogs: {},
       createTopics: async (names) => {
         await admin.createTopics({
           waitForLeaders: true,
@@ -353,13 +381,25 @@ async function main(): Promise<void> {
     words = texts.map((t) => t.split(/\s+/).length).sort((a, b) => a - b);
     for (const mode of MODES) {
       const b = BACKLOG[mode];
-      await bench.createTopics([b.topic]);
-      const bytes = await produceBacklog(producer, b.topic, b.prefix, (id, i) =>
-        mode === "noop"
-          ? encodeRequest({ id, text: texts[i] as string }, "json")
-          : encodeRequest({ id, text: "", tensors: { inputs: [irisInput(i)], outputs: null } }, "v2-json"),
-      );
-      log(`backlog ${b.topic}: ${RECORDS} requests, ${(bytes / 1e6).toFixed(1)} MB of values`);
+      const records = Array.from({ length: RECORDS }, (_, i): BacklogRecord => {
+        const key = `${b.prefix}${i}`;
+        const r =
+          mode === "noop"
+            ? encodeRequest({ id: key, text: texts[i] as string }, "json")
+            : encodeRequest(
+                { id: key, text: "", tensors: { inputs: [irisInput(i)], outputs: null } },
+                "v2-json",
+              );
+        return { key, ...r };
+      });
+      bench.backlogs[mode] = records;
+      const bytes = records.reduce((a, r) => a + r.value.length, 0);
+      // "running": every run writes its own copy (stageBacklog); "cold": one topic, written now.
+      if (START === "cold") {
+        await bench.createTopics([b.topic]);
+        await produceBacklog(producer, b.topic, records);
+      }
+      log(`backlog of ${mode}: ${RECORDS} requests, ${(bytes / 1e6).toFixed(1)} MB of values`);
     }
     for (const [m, mode] of MODES.entries()) {
       const sides: Side[] = [
@@ -415,6 +455,9 @@ async function runOnce(bench: Bench, mode: Mode, side: Side, round: number, atte
   const base = `ceiling-${runTag}-${mode}-${side}-${round}-${attempt}`;
   const results = `${base}.results`;
   await bench.createTopics([results]);
+  const requests = START === "running" ? `${base}.requests` : b.topic;
+  const staged =
+    START === "running" ? await stageBacklog(bench, requests, bench.backlogs[mode] ?? []) : undefined;
   const quiet = await quietMachine(bench.brokerPid);
   const counter = new ResultCounter(
     bench.classpath,
@@ -436,7 +479,7 @@ async function runOnce(bench: Bench, mode: Mode, side: Side, round: number, atte
   const spawnedMs = Date.now();
   if (isSluice(side)) {
     const config = join(bench.dir, `${base}.yaml`);
-    writeFileSync(config, serveConfig(mode, base, b.topic, results, bench));
+    writeFileSync(config, serveConfig(mode, base, requests, results, bench));
     const hook = mode === "noop" ? ["--import", NOOP_HOOK] : [];
     // npm_command would make bin/sluice.js watch its parent; this bench is its parent either way.
     const { npm_command: _npm, ...env } = process.env;
@@ -454,7 +497,7 @@ async function runOnce(bench: Bench, mode: Mode, side: Side, round: number, atte
     children = [
       start(
         process.execPath,
-        [...NODE_ARGS, FLOOR_SCRIPT, bench.brokers.join(","), b.topic, results, base],
+        [...NODE_ARGS, FLOOR_SCRIPT, bench.brokers.join(","), requests, results, base],
         logPath,
       ),
     ];
@@ -466,7 +509,7 @@ async function runOnce(bench: Bench, mode: Mode, side: Side, round: number, atte
           "-cp",
           bench.classpath,
           `${PEER_PACKAGE}.CeilingPeer`,
-          ...["--bootstrap", bench.brokers.join(","), "--requests", b.topic, "--results", results],
+          ...["--bootstrap", bench.brokers.join(","), "--requests", requests, "--results", results],
           ...["--application-id", base, "--mode", mode, "--records", String(RECORDS)],
           ...["--threads", side.slice("kstreams-".length), "--state-dir", join(bench.dir, `${base}.state`)],
           ...(mode === "logistic"
@@ -491,6 +534,14 @@ async function runOnce(bench: Bench, mode: Mode, side: Side, round: number, atte
     broker: bench.brokerPid,
   });
   const sum = (f: (name: string) => number) => procs.reduce((a, n) => a + f(n), 0);
+  // "running": the backlog lands once every member has joined and had a moment to restore and fetch.
+  let startedMs = spawnedMs;
+  if (staged) {
+    await groupFormed(bench.admin, base, side === "kafkajs" ? 1 : sideCount(side), 120_000);
+    await new Promise<void>((r) => setTimeout(r, SETTLE_MS));
+    startedMs = Date.now();
+    await staged.release();
+  }
   const complete = await Promise.race([
     counter.wait("complete", TIMEOUT_MS),
     Promise.race(children.map((c) => exited(c, TIMEOUT_MS))).then(async () =>
@@ -502,6 +553,7 @@ async function runOnce(bench: Bench, mode: Mode, side: Side, round: number, atte
   for (const child of children) if (!isPeer(side) || !(await exited(child, 90_000))) await stopProcess(child);
   cpu.stop();
   const summary = await counter.finish();
+  if (staged) await bench.admin.deleteTopics({ topics: [requests] }).catch(() => undefined);
   if (!complete) log(`${mode} round ${round}: ${side} did not deliver all ${RECORDS} results in time`);
   const { firstMs: from, lastMs: to } = summary;
   const windowS = Math.max(0.001, (to - from) / 1000);
@@ -518,7 +570,7 @@ async function runOnce(bench: Bench, mode: Mode, side: Side, round: number, atte
     readerWindow: reader as number,
     restWindow: cpu.between("machine", from, to) - proc - (reader as number) - ((broker as number) || 0),
     windowS,
-    spanS: Math.max(0.001, (to - spawnedMs) / 1000),
+    spanS: Math.max(0.001, (to - startedMs) / 1000),
     summary,
     note: isPeer(side)
       ? JSON.stringify(peerLine ?? {})
@@ -547,22 +599,70 @@ function irisRow(i: number): number[] {
 }
 
 async function produceBacklog(
-  producer: Producer,
+  producer: Pick<Producer, "send">,
   topic: string,
-  prefix: string,
-  record: (id: string, i: number) => { value: Buffer; headers: Record<string, string> },
-): Promise<number> {
-  let bytes = 0;
-  for (let i = 0; i < RECORDS; i += 1000) {
-    const messages = Array.from({ length: Math.min(1000, RECORDS - i) }, (_, j) => {
-      const id = `${prefix}${i + j}`;
-      const r = record(id, i + j);
-      bytes += r.value.length;
-      return { key: id, ...r };
-    });
-    await producer.send({ topic, messages });
+  records: BacklogRecord[],
+): Promise<void> {
+  for (let i = 0; i < records.length; i += 1000)
+    await producer.send({ topic, messages: records.slice(i, i + 1000) });
+}
+
+/**
+ * The backlog of one "running" run: written to its own topic in one transaction left open, so no
+ * read_committed consumer sees a record of it until `release` commits it (the whole backlog becomes
+ * readable at once). Sluice, Kafka Streams under EOS and the kafkajs floor all read read_committed.
+ */
+async function stageBacklog(
+  bench: Bench,
+  topic: string,
+  records: BacklogRecord[],
+): Promise<{ release(): Promise<void> }> {
+  await bench.createTopics([topic]);
+  const producer = bench.kafka.producer({
+    transactionalId: `${topic}.stager`,
+    idempotent: true,
+    maxInFlightRequests: 1,
+    // The side's start and its group's join happen while it is open: well within 5 minutes.
+    transactionTimeout: 300_000,
+  });
+  await producer.connect();
+  const txn = await producer.transaction();
+  try {
+    await produceBacklog(txn, topic, records);
+  } catch (error) {
+    await txn.abort().catch(() => undefined);
+    await producer.disconnect();
+    throw error;
   }
-  return bytes;
+  return {
+    release: async () => {
+      await txn.commit();
+      await producer.disconnect();
+    },
+  };
+}
+
+/**
+ * Waits until `group` is Stable with `members` members, each with an assignment (at most
+ * `timeoutMs`): the side's processes, or Kafka Streams' stream threads, have all joined.
+ */
+async function groupFormed(admin: Admin, group: string, members: number, timeoutMs: number): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const { groups } = await admin.describeGroups([group]);
+    const g = groups[0];
+    if (
+      g?.state === "Stable" &&
+      g.members.length === members &&
+      g.members.every((m) => m.memberAssignment.length > 0)
+    )
+      return;
+    if (Date.now() > until)
+      throw new Error(
+        `group ${group} not formed in ${timeoutMs} ms: ${g?.state ?? "absent"}, ${g?.members.length ?? 0} of ${members} members`,
+      );
+    await new Promise<void>((r) => setTimeout(r, 100));
+  }
 }
 
 /** `sluice serve`'s configuration for one run: defaults but for the topics, the group and the model. */
@@ -690,7 +790,7 @@ function ratioLine(rs: Run[], sluice: Side, side: Side): string {
   return (
     `${sideLabel(sluice)} ÷ ${sideLabel(side)}, results/s, per round: ${rate.map((x) => `×${f2(x)}`).join(", ")}; **median ×${f2(median(rate))}**, worst round ${rounds[rate.indexOf(worst)]} (×${f2(worst)}). ` +
     `Its CPU per result ÷ Sluice's (in the window): ${cpu.map((x) => `×${f2(x)}`).join(", ")}; median ×${f2(median(cpu))}. ` +
-    `Its time from spawn to the last result ÷ Sluice's: ${span.map((x) => `×${f2(x)}`).join(", ")}; median ×${f2(median(span))}.`
+    `Its time from ${SPAN_FROM} to the last result ÷ Sluice's: ${span.map((x) => `×${f2(x)}`).join(", ")}; median ×${f2(median(span))}.`
   );
 }
 
@@ -705,13 +805,13 @@ function report(
     "## Kafka-path ceiling against Kafka Streams (`npm run bench:ceiling`)",
     "",
     `Run ${c.startedAt.toISOString()} on ${machineDescription()} at the end (${c.load0.map(f1).join(" / ")} at the start); broker: ${c.brokerNote}.`,
-    `One backlog per mode, produced once before the runs: ${RECORDS} requests over ${PARTITIONS} partitions, keyed by id (text: corpus paragraphs of ${percentile(c.words, 50)} / ${percentile(c.words, 90)} / ${percentile(c.words, 99)} words at p50 / p90 / p99; tensor: one-row iris V2 requests). Every run reads the whole backlog from its start with a fresh consumer group / application id and fresh output topics; within a round the sides take turns (Sluice first in odd rounds, last in even ones)${WARMUP ? ", after one unreported warm-up round of every side on the broker" : ""}. Every process starts cold (a fresh JVM, a fresh Node.js).`,
+    `One backlog per mode, produced once before the runs: ${RECORDS} requests over ${PARTITIONS} partitions, keyed by id (text: corpus paragraphs of ${percentile(c.words, 50)} / ${percentile(c.words, 90)} / ${percentile(c.words, 99)} words at p50 / p90 / p99; tensor: one-row iris V2 requests). Every run reads the whole backlog from its start with a fresh consumer group / application id and fresh output topics; ${START === "running" ? `the backlog lands on a side already running, as on a deployment's replicas: each run gets its own copy, written in one open transaction, which is committed (the whole backlog readable at once to read_committed readers) when the side's group is Stable with every process / stream thread a member with an assignment, plus ${SETTLE_MS / 1000} s` : "the side starts on a backlog already there (produced once, before the runs): a start into a waiting backlog, and with several processes a member joining while the first drains"}; within a round the sides take turns (Sluice first in odd rounds, last in even ones)${WARMUP ? ", after one unreported warm-up round of every side on the broker" : ""}. Every process starts cold (a fresh JVM, a fresh Node.js).`,
     `**Sluice**: \`node bin/sluice.js serve\` as its own process, or ${SLUICE_PROCESSES.filter((n) => n > 1).join(" or ") || "several"} such processes with the same configuration (members of one consumer group, as replicas run; separate runs; their CPU is summed), defaults (transactions on, \`delivery.commitIntervalMs\` 100, \`model.workers\` auto) but for the topics, the group, \`delivery.defaultTimeoutMs\` (a day, so no backlog request expires) and the model: the no-op model (src/model/noop-model.ts, handed to serve by bench/noop-serve.ts) with JSON in and out, or the logistic regression (\`model.task: tensor\`) with V2 JSON in and out. ` +
       `**Kafka Streams** 3.9.1 (bench/kafka-streams/, ${c.java}, JVM defaults): \`processing.guarantee=exactly_once_v2\`, default \`commit.interval.ms\` (100 under EOS), \`num.stream.threads\` ${threads} (separate runs), a logged in-memory dedup store keyed by request id, one result per record in Sluice's shape (a zero embedding of 384 floats, or the same logistic regression in float32).` +
       (FLOOR
         ? " **kafkajs alone (floor)**, no-op mode only (bench/kafkajs-floor.ts, its own Node.js process): kafkajs with Sluice's produce encoding, per record only a JSON parse for the id, one result of the same size from a template built once and one changelog entry, in one transaction per fetched batch with its offset, a transactional producer per input partition: what kafkajs itself costs on this path, with none of Sluice's work."
         : ""),
-    `Rate = results from the first to the last one a read_committed reader (the Java client, its own process) sees; spawn → last result = from the side's process spawn to that last result (start-up, group join and the whole drain: a side that takes in much of the backlog before its first result commits looks faster in the window than it is). CPU = utime + stime from /proc: the process from its start (start-up included) and within that window; the broker's and the reader's in the window; rest = the machine's other busy CPU in the window (the bench itself and whatever else runs on the machine; each run starts after 3 s with less than ${QUIET_CORES} of a core busy besides the broker, waiting at most ${QUIET_WAIT_MS / 1000} s, else it is marked "not quiet"; a run during which the rest averaged more than ${MAX_REST_CORES} cores is run again, at most ${ATTEMPTS} attempts, and the least crowded attempt is the one shown, its number in "attempt"). Exactly once = every request id exactly once among the committed results, all \`ok\`.`,
+    `Rate = results from the first to the last one a read_committed reader (the Java client, its own process) sees; ${SPAN_FROM} → last result = from ${START === "running" ? "the commit that lands the backlog" : "the side's process spawn (start-up, group join and the whole drain)"} to that last result (a side that takes in much of the backlog before its first result commits looks faster in the window than it is). CPU = utime + stime from /proc: the process from its start (start-up included) and within that window; the broker's and the reader's in the window; rest = the machine's other busy CPU in the window (the bench itself and whatever else runs on the machine; each run starts after 3 s with less than ${QUIET_CORES} of a core busy besides the broker, waiting at most ${QUIET_WAIT_MS / 1000} s, else it is marked "not quiet"; a run during which the rest averaged more than ${MAX_REST_CORES} cores is run again, at most ${ATTEMPTS} attempts, and the least crowded attempt is the one shown, its number in "attempt"). Exactly once = every request id exactly once among the committed results, all \`ok\`.`,
   ];
   for (const mode of MODES) {
     const rs = runs.filter((r) => r.mode === mode);
@@ -720,7 +820,7 @@ function report(
       "",
       `### ${mode === "noop" ? "No-op model: the Kafka path alone (text requests, JSON results)" : "Logistic regression (V2 JSON tensor requests and results)"}`,
       "",
-      "| round | side | results/s | CPU-s from start | CPU-s in window | CPU-ms / 1k results | broker CPU-s | reader CPU-s | rest CPU-s (cores) | window s | spawn → last result s | attempt | exactly once | load (1 min) at start |",
+      `| round | side | results/s | CPU-s from start | CPU-s in window | CPU-ms / 1k results | broker CPU-s | reader CPU-s | rest CPU-s (cores) | window s | ${SPAN_FROM} → last result s | attempt | exactly once | load (1 min) at start |`,
       "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
       ...rs.map(
         (r) =>
