@@ -76,8 +76,10 @@ export class PartitionRestorer {
   private async restore(tasks: PartitionTask[], ctx: RestoreContext): Promise<void> {
     const started = Date.now();
     const generations = new Map(tasks.map((t) => [t, t.generation]));
-    const current = () => tasks.filter((t) => t.isRestoring(generations.get(t) as number));
     const stale = (t: PartitionTask) => !t.isRestoring(generations.get(t) as number) || ctx.isStopping();
+    // Revoked, reset again or stopping meanwhile: nothing is left to restore (a stopping processor
+    // closes what was installed; an init that met `stale` gave its producer back and installed none).
+    const current = () => tasks.filter((t) => !stale(t));
     try {
       // allSettled: every initialisation finishes (and a stale one gives its producer back) before
       // the failure path closes what was installed, so none is left behind or installs itself late.
@@ -112,6 +114,8 @@ export class PartitionRestorer {
       }
     } catch (error) {
       const live = current();
+      // A failure of partitions that are no longer ours (or of a processor that is stopping) is moot.
+      if (live.length === 0) return;
       if (isAccessFailure(error) && this.opts.onAccessFailure) {
         // Retrying cannot help (credentials, an ACL, a certificate): give the producers back and stop.
         await Promise.all(live.map((t) => t.takeCommitter()?.close({ commit: false })));

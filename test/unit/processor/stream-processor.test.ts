@@ -364,6 +364,47 @@ describe("StreamProcessor (fake source, committers and model)", () => {
     expect((h.committers[2] as FakeCommitter).closedWith).toBeUndefined();
   });
 
+  it("a stop while a restore creates its producer: the producer is given back, no restore failure is told", async () => {
+    let release: () => void = () => {};
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const created: FakeCommitter[] = [];
+    let creating = false;
+    const warnings: string[] = [];
+    const sources = new FakeRestoreSources();
+    const h = harness(
+      {},
+      {
+        committers: async (_tp, _changelog, hooks) => {
+          creating = true;
+          await gate;
+          const c = new FakeCommitter(hooks);
+          created.push(c);
+          return c;
+        },
+        restorer: new PartitionRestorer({
+          sources,
+          dedupTtlMs: 60_000,
+          retryMs: 20,
+          log: { info: () => {}, warn: (_fields, message) => warnings.push(message), error: () => {} },
+        }),
+      },
+    );
+    await h.processor.start();
+    h.source.assign(P0);
+    await until(() => creating, "the restore to create its producer");
+    // The restore waits in its producer's initialisation when the stop begins (a rebalance's new
+    // assignment meeting SIGTERM): the processor must not start the task without a producer.
+    const closed = h.processor.close();
+    release();
+    await closed;
+    expect(created).toHaveLength(1);
+    expect(created[0]?.closedWith).toEqual({ commit: false });
+    expect(warnings).toEqual([]);
+    expect(sources.offsetReads).toBe(0);
+  });
+
   it("decode failures and duplicates complete without the model: one dead letter, one counted duplicate", async () => {
     const h = await started();
     h.model.auto = true;
