@@ -27,7 +27,8 @@
  *        backlog: a JVM peer is still warming up its JIT after 50000, see BENCHMARKS.md);
  *        BENCH_CEILING_ROUNDS (3); BENCH_CEILING_MODES ("noop,logistic"); BENCH_CEILING_SLUICE_PROCESSES
  *        (how many `sluice serve` processes, members of one group, drain the backlog together, one set
- *        of runs each: "<cores>,1", so "2,1" here, as replicas of a Deployment would);
+ *        of runs each: "<partitions>,<cores>", so "3,2" here, as replicas of a Deployment would: one
+ *        per partition fills this machine, one per core is the usual pod size);
  *        BENCH_CEILING_KSTREAMS_THREADS (Kafka Streams' num.stream.threads, one set of runs each:
  *        "<cores>,1", so "2,1" here: a stream thread per core, and one processing thread as Sluice's
  *        one event loop); BENCH_CEILING_FLOOR (1; 0 = no kafkajs floor side);
@@ -77,8 +78,10 @@ const counts = (name: string, fallback: string) => [
 ];
 /** Kafka Streams' num.stream.threads, one set of runs each. */
 const KSTREAMS_THREADS = counts("BENCH_CEILING_KSTREAMS_THREADS", `${cpus().length},1`);
+/** Partitions of every backlog: as many `sluice serve` processes as these can share it. */
+const PARTITIONS = 3;
 /** How many `sluice serve` processes (members of one group) share the backlog, one set of runs each. */
-const SLUICE_PROCESSES = counts("BENCH_CEILING_SLUICE_PROCESSES", `${cpus().length},1`);
+const SLUICE_PROCESSES = counts("BENCH_CEILING_SLUICE_PROCESSES", `${PARTITIONS},${cpus().length}`);
 const TIMEOUT_MS = num("BENCH_CEILING_TIMEOUT_S", 600) * 1000;
 /** Whether the backlog lands on a running group ("running") or is there before the side starts ("cold"). */
 const START = process.env.BENCH_CEILING_START ?? "running";
@@ -96,7 +99,6 @@ const ATTEMPTS = num("BENCH_CEILING_ATTEMPTS", 3);
 /** A run starts after 3 s in which the machine, the broker aside, was busy less than this many cores. */
 const QUIET_CORES = 0.25;
 const OUTPUT = process.env.BENCH_CEILING_OUTPUT ?? "";
-const PARTITIONS = 3;
 /** Ids below this are kept by the reader and compared between the sides. */
 const SAMPLE = 200;
 
@@ -806,7 +808,7 @@ function report(
     "",
     `Run ${c.startedAt.toISOString()} on ${machineDescription()} at the end (${c.load0.map(f1).join(" / ")} at the start); broker: ${c.brokerNote}.`,
     `One backlog per mode, the same records in every run: ${RECORDS} requests over ${PARTITIONS} partitions, keyed by id (text: corpus paragraphs of ${percentile(c.words, 50)} / ${percentile(c.words, 90)} / ${percentile(c.words, 99)} words at p50 / p90 / p99; tensor: one-row iris V2 requests). Every run reads the whole backlog from its start with a fresh consumer group / application id and fresh output topics; ${START === "running" ? `the backlog lands on a side already running, as on a deployment's replicas: each run gets its own copy, written in one open transaction, which is committed (the whole backlog readable at once to read_committed readers) when the side's group is Stable with every process / stream thread a member with an assignment, plus ${SETTLE_MS / 1000} s` : "the side starts on a backlog already there (produced once, before the runs): a start into a waiting backlog, and with several processes a member joining while the first drains"}; within a round the sides take turns (Sluice first in odd rounds, last in even ones)${WARMUP ? ", after one unreported warm-up round of every side on the broker" : ""}. Every process starts cold (a fresh JVM, a fresh Node.js).`,
-    `**Sluice**: \`node bin/sluice.js serve\` as its own process, or ${SLUICE_PROCESSES.filter((n) => n > 1).join(" or ") || "several"} such processes with the same configuration (members of one consumer group, as replicas run; separate runs; their CPU is summed), defaults (transactions on, \`delivery.commitIntervalMs\` 100, \`model.workers\` auto) but for the topics, the group, \`delivery.defaultTimeoutMs\` (a day, so no backlog request expires) and the model: the no-op model (src/model/noop-model.ts, handed to serve by bench/noop-serve.ts) with JSON in and out, or the logistic regression (\`model.task: tensor\`) with V2 JSON in and out. ` +
+    `**Sluice**: \`node bin/sluice.js serve\`, each its own process, ${SLUICE_PROCESSES.join(" or ")} of them with the same configuration (separate runs; members of one consumer group, as replicas run; their CPU is summed), defaults (transactions on, \`delivery.commitIntervalMs\` 100, \`model.workers\` auto) but for the topics, the group, \`delivery.defaultTimeoutMs\` (a day, so no backlog request expires) and the model: the no-op model (src/model/noop-model.ts, handed to serve by bench/noop-serve.ts) with JSON in and out, or the logistic regression (\`model.task: tensor\`) with V2 JSON in and out. ` +
       `**Kafka Streams** 3.9.1 (bench/kafka-streams/, ${c.java}, JVM defaults): \`processing.guarantee=exactly_once_v2\`, default \`commit.interval.ms\` (100 under EOS), \`num.stream.threads\` ${threads} (separate runs), a logged in-memory dedup store keyed by request id, one result per record in Sluice's shape (a zero embedding of 384 floats, or the same logistic regression in float32).` +
       (FLOOR
         ? " **kafkajs alone (floor)**, no-op mode only (bench/kafkajs-floor.ts, its own Node.js process): kafkajs with Sluice's produce encoding, per record only a JSON parse for the id, one result of the same size from a template built once and one changelog entry, in one transaction per fetched batch with its offset, a transactional producer per input partition: what kafkajs itself costs on this path, with none of Sluice's work."
