@@ -539,7 +539,14 @@ async function runOnce(bench: Bench, mode: Mode, side: Side, round: number, atte
   // "running": the backlog lands once every member has joined and had a moment to restore and fetch.
   let startedMs = spawnedMs;
   if (staged) {
-    await groupFormed(bench.admin, base, side === "kafkajs" ? 1 : sideCount(side), 120_000);
+    try {
+      await groupFormed(bench.admin, base, side === "kafkajs" ? 1 : sideCount(side), 120_000);
+    } catch (error) {
+      // No run without its group: stop what was started (the open transaction times out on its own).
+      await Promise.all([...children, counter.child].map((c) => stopProcess(c)));
+      cpu.stop();
+      throw error;
+    }
     await new Promise<void>((r) => setTimeout(r, SETTLE_MS));
     startedMs = Date.now();
     await staged.release();
