@@ -130,7 +130,7 @@ export class PartitionRestorer {
         `partition restore failed; retrying in ${this.opts.retryMs} ms`,
       );
       await Promise.all(live.map((t) => t.takeCommitter()?.close({ commit: false })));
-      if (live.length === 0 || ctx.isStopping()) return;
+      if (ctx.isStopping()) return;
       await new Promise((r) => setTimeout(r, this.opts.retryMs));
       const still = live.filter((t) => t.isRestoring(generations.get(t) as number));
       if (still.length > 0 && !ctx.isStopping()) await this.restore(still, ctx);
