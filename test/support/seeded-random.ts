@@ -12,3 +12,8 @@ export function seededRandom(seed: number): () => number {
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
+
+/** One of `xs`, drawn with `r` (a `seededRandom`). */
+export function picker(r: () => number): <T>(xs: readonly T[]) => T {
+  return <T>(xs: readonly T[]): T => xs[Math.floor(r() * xs.length)] as T;
+}

@@ -1,3 +1,4 @@
+import { fixFetchDecoding } from "./fetch-decoding.js";
 import { kafkajsModule } from "./kafkajs-module.js";
 
 /**
@@ -117,6 +118,8 @@ function filterPartition(partition: DecodedPartition): void {
 }
 
 export function fixAbortedTransactionOrder(): void {
+  // The filter wraps the decode it finds: the one-pass decoder goes in first, underneath it.
+  fixFetchDecoding();
   // Fetch v4 introduced aborted transactions; kafkajs 2.2.4 speaks up to v11. Some versions re-export
   // an older version's decode (v6 = v5, v9 = v8, v10 = v9): the marker keeps those from being wrapped
   // twice, and the filter is idempotent anyway (it empties the list it consumed).

@@ -6,7 +6,7 @@ import {
   fixProduceEncoding,
   type ProduceRequestArgs,
 } from "../../../../src/kafka/protocol/produce-encoding.js";
-import { seededRandom } from "../../../support/seeded-random.js";
+import { picker, seededRandom } from "../../../support/seeded-random.js";
 
 const require = createRequire(import.meta.url);
 const root = join(dirname(require.resolve("kafkajs")), "src");
@@ -23,7 +23,7 @@ const Long = require(join(root, "utils", "long.js")) as { fromValue: (v: unknown
 
 function generated(seed: number, now: number): ProduceRequestArgs {
   const r = seededRandom(seed);
-  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(r() * xs.length)] as T;
+  const pick = picker(r);
   const text = (n: number) => Array.from({ length: n }, () => pick(["a", "é", "z", " ", "€", "0"])).join("");
   const bytes = () =>
     pick([
