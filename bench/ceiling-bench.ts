@@ -182,6 +182,23 @@ async function quietMachine(brokerPid: number | undefined): Promise<boolean> {
 }
 
 /** A child process with its stderr (and stdout, unless `onLine` takes its lines) in a log file. */
+/**
+ * The machine's speed at one moment: ms for a fixed piece of single-threaded work (a 20-million-step
+ * integer loop, about 20 ms on an idle core here), the best of three. Taken just before the backlog
+ * lands and just after the last result, so a run on a machine that was itself slower (a busy
+ * hypervisor neighbour, thermal limits) shows as such in the report instead of as the side's result.
+ */
+function calibrationMs(): number {
+  let best = Number.POSITIVE_INFINITY;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const t0 = performance.now();
+    let x = 1;
+    for (let i = 0; i < 20_000_000; i++) x = (Math.imul(x, 1_103_515_245) + 12_345) | 0;
+    best = Math.min(best, performance.now() - t0 + (x === 0.5 ? 1 : 0)); // x keeps the loop alive
+  }
+  return best;
+}
+
 function start(
   command: string,
   args: string[],
@@ -309,6 +326,8 @@ interface Run {
   load: string;
   /** Whether the run started on a quiet machine (quietMachine). */
   quiet: boolean;
+  /** calibrationMs() just before the backlog landed (or the spawn) and just after the last result. */
+  calibration: { before: number; after: number };
   /** Which attempt this is (a crowded run is run again, see MAX_REST_CORES). */
   attempts?: number;
 }
@@ -418,7 +437,7 @@ async function main(): Promise<void> {
           for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
             const run = { ...(await runOnce(bench, mode, side, round, attempt)), attempts: attempt };
             log(
-              `${mode} round ${round}${attempt > 1 ? ` attempt ${attempt}` : ""}: ${sideLabel(side)} ${run.rate.toFixed(0)} results/s, ${run.cpuTotal.toFixed(2)} CPU-s (${run.cpuWindow.toFixed(2)} in the ${run.windowS.toFixed(1)} s window; broker ${run.brokerWindow.toFixed(2)}, reader ${run.readerWindow.toFixed(2)}, rest ${run.restWindow.toFixed(2)} = ${restCores(run).toFixed(2)} cores), ` +
+              `${mode} round ${round}${attempt > 1 ? ` attempt ${attempt}` : ""}: ${sideLabel(side)} ${run.rate.toFixed(0)} results/s, ${run.cpuTotal.toFixed(2)} CPU-s (${run.cpuWindow.toFixed(2)} in the ${run.windowS.toFixed(1)} s window; broker ${run.brokerWindow.toFixed(2)}, reader ${run.readerWindow.toFixed(2)}, rest ${run.restWindow.toFixed(2)} = ${restCores(run).toFixed(2)} cores; calibration ${run.calibration.before.toFixed(0)} / ${run.calibration.after.toFixed(0)} ms), ` +
                 `${run.summary.distinct}/${RECORDS} ids, ${run.summary.duplicates} duplicates, ${run.summary.ok} ok; ${run.note}`,
             );
             if (!kept || restCores(run) < restCores(kept)) kept = run;
@@ -478,6 +497,8 @@ async function runOnce(bench: Bench, mode: Mode, side: Side, round: number, atte
   const logPaths = isSluice(side)
     ? Array.from({ length: sideCount(side) }, (_, i) => join(bench.dir, `${base}.${i}.log`))
     : [logPath];
+  // "cold": the machine's speed before the spawn; "running": just before the landing (below).
+  let calibrationBefore = staged ? 0 : calibrationMs();
   const spawnedMs = Date.now();
   if (isSluice(side)) {
     const config = join(bench.dir, `${base}.yaml`);
@@ -548,6 +569,9 @@ async function runOnce(bench: Bench, mode: Mode, side: Side, round: number, atte
       throw error;
     }
     await new Promise<void>((r) => setTimeout(r, SETTLE_MS));
+  }
+  if (staged) {
+    calibrationBefore = calibrationMs();
     startedMs = Date.now();
     await staged.release();
   }
@@ -558,6 +582,7 @@ async function runOnce(bench: Bench, mode: Mode, side: Side, round: number, atte
     ),
   ]);
   cpu.sample();
+  const calibrationAfter = calibrationMs();
   // Kafka Streams stops by itself after the last record (closing commits it); serve on SIGTERM.
   for (const child of children) if (!isPeer(side) || !(await exited(child, 90_000))) await stopProcess(child);
   cpu.stop();
@@ -590,6 +615,7 @@ async function runOnce(bench: Bench, mode: Mode, side: Side, round: number, atte
           : "serve",
     load,
     quiet,
+    calibration: { before: calibrationBefore, after: calibrationAfter },
   };
 }
 
@@ -810,6 +836,7 @@ function report(
   const f1 = (x: number) => x.toFixed(1);
   const f2 = (x: number) => x.toFixed(2);
   const threads = KSTREAMS_THREADS.join(" and ");
+  const calibrations = runs.flatMap((r) => [r.calibration.before, r.calibration.after]);
   const lines: string[] = [
     "## Kafka-path ceiling against Kafka Streams (`npm run bench:ceiling`)",
     "",
@@ -820,7 +847,7 @@ function report(
       (FLOOR
         ? " **kafkajs alone (floor)**, no-op mode only (bench/kafkajs-floor.ts, its own Node.js process): kafkajs with Sluice's produce encoding, per record only a JSON parse for the id, one result of the same size from a template built once and one changelog entry, in one transaction per fetched batch with its offset, a transactional producer per input partition: what kafkajs itself costs on this path, with none of Sluice's work."
         : ""),
-    `Rate = results from the first to the last one a read_committed reader (the Java client, its own process) sees; ${SPAN_FROM} → last result = from ${START === "running" ? "the commit that lands the backlog" : "the side's process spawn (start-up, group join and the whole drain)"} to that last result (a side that takes in much of the backlog before its first result commits looks faster in the window than it is). CPU = utime + stime from /proc: the process from its start (start-up included) and within that window; the broker's and the reader's in the window; rest = the machine's other busy CPU in the window (the bench itself and whatever else runs on the machine; each run starts after 3 s with less than ${QUIET_CORES} of a core busy besides the broker, waiting at most ${QUIET_WAIT_MS / 1000} s, else it is marked "not quiet"; a run during which the rest averaged more than ${MAX_REST_CORES} cores is run again, at most ${ATTEMPTS} attempts, and the least crowded attempt is the one shown, its number in "attempt"). Exactly once = every request id exactly once among the committed results, all \`ok\`.`,
+    `Rate = results from the first to the last one a read_committed reader (the Java client, its own process) sees; ${SPAN_FROM} → last result = from ${START === "running" ? "the commit that lands the backlog" : "the side's process spawn (start-up, group join and the whole drain)"} to that last result (a side that takes in much of the backlog before its first result commits looks faster in the window than it is). CPU = utime + stime from /proc: the process from its start (start-up included) and within that window; the broker's and the reader's in the window; rest = the machine's other busy CPU in the window (the bench itself and whatever else runs on the machine; each run starts after 3 s with less than ${QUIET_CORES} of a core busy besides the broker, waiting at most ${QUIET_WAIT_MS / 1000} s, else it is marked "not quiet"; a run during which the rest averaged more than ${MAX_REST_CORES} cores is run again, at most ${ATTEMPTS} attempts, and the least crowded attempt is the one shown, its number in "attempt"). Exactly once = every request id exactly once among the committed results, all \`ok\`. Calibration = the machine's own speed at the run: ms for a fixed 20-million-step integer loop in the bench's process (best of 3) ${START === "running" ? "just before the landing" : "just before the spawn"} and just after the last result${calibrations.length ? `; the fastest of this bench ${Math.min(...calibrations).toFixed(0)} ms, the slowest ${Math.max(...calibrations).toFixed(0)} ms` : ""} (a run on a machine slowed by something outside it shows there, whatever the side).`,
   ];
   for (const mode of MODES) {
     const rs = runs.filter((r) => r.mode === mode);
@@ -829,11 +856,11 @@ function report(
       "",
       `### ${mode === "noop" ? "No-op model: the Kafka path alone (text requests, JSON results)" : "Logistic regression (V2 JSON tensor requests and results)"}`,
       "",
-      `| round | side | results/s | CPU-s from start | CPU-s in window | CPU-ms / 1k results | broker CPU-s | reader CPU-s | rest CPU-s (cores) | window s | ${SPAN_FROM} → last result s | attempt | exactly once | load (1 min) at start |`,
-      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
+      `| round | side | results/s | CPU-s from start | CPU-s in window | CPU-ms / 1k results | broker CPU-s | reader CPU-s | rest CPU-s (cores) | window s | ${SPAN_FROM} → last result s | attempt | exactly once | load (1 min) at start | calibration ms before / after |`,
+      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |",
       ...rs.map(
         (r) =>
-          `| ${r.round} | ${sideLabel(r.side)}${r.quiet ? "" : " (not quiet)"} | ${r.rate.toFixed(0)} | ${f2(r.cpuTotal)} | ${f2(r.cpuWindow)} | ${((r.cpuWindow * 1e6) / Math.max(1, r.summary.distinct)).toFixed(0)} | ${f2(r.brokerWindow)} | ${f2(r.readerWindow)} | ${f2(r.restWindow)} (${f2(restCores(r))}) | ${f2(r.windowS)} | ${f2(r.spanS)} | ${r.attempts ?? 1} | ${exactlyOnce(r)} | ${r.load.split(" / ")[0]} |`,
+          `| ${r.round} | ${sideLabel(r.side)}${r.quiet ? "" : " (not quiet)"} | ${r.rate.toFixed(0)} | ${f2(r.cpuTotal)} | ${f2(r.cpuWindow)} | ${((r.cpuWindow * 1e6) / Math.max(1, r.summary.distinct)).toFixed(0)} | ${f2(r.brokerWindow)} | ${f2(r.readerWindow)} | ${f2(r.restWindow)} (${f2(restCores(r))}) | ${f2(r.windowS)} | ${f2(r.spanS)} | ${r.attempts ?? 1} | ${exactlyOnce(r)} | ${r.load.split(" / ")[0]} | ${r.calibration.before.toFixed(0)} / ${r.calibration.after.toFixed(0)} |`,
       ),
       "",
       ...SLUICE_PROCESSES.flatMap((p) =>
