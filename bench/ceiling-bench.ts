@@ -183,21 +183,32 @@ async function quietMachine(brokerPid: number | undefined): Promise<boolean> {
 
 /** A child process with its stderr (and stdout, unless `onLine` takes its lines) in a log file. */
 /**
- * The machine's speed at one moment: ms for a fixed piece of single-threaded work (a 20-million-step
- * integer loop, about 20 ms on an idle core here), the best of three. Taken just before the backlog
- * lands and just after the last result, so a run on a machine that was itself slower (a busy
- * hypervisor neighbour, thermal limits) shows as such in the report instead of as the side's result.
+ * The machine's speed at one moment: ms for a fixed piece of single-threaded work, the best of three:
+ * a 10-million-step integer loop (the core), 3,000 JSON round trips of a 700-byte document
+ * (allocation and young-generation GC, as a side's per-record work) and one read per cache line of
+ * 64 MiB (memory and the shared cache, which a busy neighbour on the host takes first), about 25 ms
+ * on this machine when idle. Taken just before the backlog lands and just after the last result, so a
+ * run on a machine that was itself slower shows as such in the report instead of as the side's result.
  */
 function calibrationMs(): number {
+  sweep ??= new Float64Array(8 * 1024 * 1024).fill(1);
+  const doc = JSON.stringify({
+    id: "calibration",
+    inputs: [{ name: "input", shape: [1, 4], datatype: "FP32", data: [5.1, 3.5, 1.4, 0.2] }],
+    text: "lorem ipsum ".repeat(50),
+  });
   let best = Number.POSITIVE_INFINITY;
   for (let attempt = 0; attempt < 3; attempt++) {
     const t0 = performance.now();
     let x = 1;
-    for (let i = 0; i < 20_000_000; i++) x = (Math.imul(x, 1_103_515_245) + 12_345) | 0;
-    best = Math.min(best, performance.now() - t0 + (x === 0.5 ? 1 : 0)); // x keeps the loop alive
+    for (let i = 0; i < 10_000_000; i++) x = (Math.imul(x, 1_103_515_245) + 12_345) | 0;
+    for (let i = 0; i < 3000; i++) x += JSON.stringify(JSON.parse(doc)).length;
+    for (let i = 0; i < sweep.length; i += 8) x += sweep[i] as number;
+    best = Math.min(best, performance.now() - t0 + (x === 0.5 ? 1 : 0)); // x keeps the work alive
   }
   return best;
 }
+let sweep: Float64Array | undefined;
 
 function start(
   command: string,
@@ -847,7 +858,7 @@ function report(
       (FLOOR
         ? " **kafkajs alone (floor)**, no-op mode only (bench/kafkajs-floor.ts, its own Node.js process): kafkajs with Sluice's produce encoding, per record only a JSON parse for the id, one result of the same size from a template built once and one changelog entry, in one transaction per fetched batch with its offset, a transactional producer per input partition: what kafkajs itself costs on this path, with none of Sluice's work."
         : ""),
-    `Rate = results from the first to the last one a read_committed reader (the Java client, its own process) sees; ${SPAN_FROM} → last result = from ${START === "running" ? "the commit that lands the backlog" : "the side's process spawn (start-up, group join and the whole drain)"} to that last result (a side that takes in much of the backlog before its first result commits looks faster in the window than it is). CPU = utime + stime from /proc: the process from its start (start-up included) and within that window; the broker's and the reader's in the window; rest = the machine's other busy CPU in the window (the bench itself and whatever else runs on the machine; each run starts after 3 s with less than ${QUIET_CORES} of a core busy besides the broker, waiting at most ${QUIET_WAIT_MS / 1000} s, else it is marked "not quiet"; a run during which the rest averaged more than ${MAX_REST_CORES} cores is run again, at most ${ATTEMPTS} attempts, and the least crowded attempt is the one shown, its number in "attempt"). Exactly once = every request id exactly once among the committed results, all \`ok\`. Calibration = the machine's own speed at the run: ms for a fixed 20-million-step integer loop in the bench's process (best of 3) ${START === "running" ? "just before the landing" : "just before the spawn"} and just after the last result${calibrations.length ? `; the fastest of this bench ${Math.min(...calibrations).toFixed(0)} ms, the slowest ${Math.max(...calibrations).toFixed(0)} ms` : ""} (a run on a machine slowed by something outside it shows there, whatever the side).`,
+    `Rate = results from the first to the last one a read_committed reader (the Java client, its own process) sees; ${SPAN_FROM} → last result = from ${START === "running" ? "the commit that lands the backlog" : "the side's process spawn (start-up, group join and the whole drain)"} to that last result (a side that takes in much of the backlog before its first result commits looks faster in the window than it is). CPU = utime + stime from /proc: the process from its start (start-up included) and within that window; the broker's and the reader's in the window; rest = the machine's other busy CPU in the window (the bench itself and whatever else runs on the machine; each run starts after 3 s with less than ${QUIET_CORES} of a core busy besides the broker, waiting at most ${QUIET_WAIT_MS / 1000} s, else it is marked "not quiet"; a run during which the rest averaged more than ${MAX_REST_CORES} cores is run again, at most ${ATTEMPTS} attempts, and the least crowded attempt is the one shown, its number in "attempt"). Exactly once = every request id exactly once among the committed results, all \`ok\`. Calibration = the machine's own speed at the run: ms for a fixed piece of single-threaded work in the bench's process (an integer loop, JSON round trips, a pass over 64 MiB; best of 3) ${START === "running" ? "just before the landing" : "just before the spawn"} and just after the last result${calibrations.length ? `; the fastest of this bench ${Math.min(...calibrations).toFixed(0)} ms, the slowest ${Math.max(...calibrations).toFixed(0)} ms` : ""} (a run on a machine slowed by something outside it shows there, whatever the side).`,
   ];
   for (const mode of MODES) {
     const rs = runs.filter((r) => r.mode === mode);
