@@ -18,8 +18,9 @@ import { kafkajsModule } from "./kafkajs-module.js";
  * the same record objects (`magicByte`, `attributes`, `timestamp`, `offset`, `key`, `value`,
  * `headers` with repeated names as arrays, `isControlRecord`, and one shared `batchContext` per
  * batch), so kafkajs's consumer and Sluice's read_committed filter (aborted-transaction-order.ts)
- * work on them unchanged. test/unit/kafka/fetch-decoding.test.ts holds it to kafkajs's decoder on the
- * same bytes. Compressed batches and legacy (magic 0/1) message sets go to kafkajs's own decoders.
+ * work on them unchanged. test/unit/kafka/protocol/fetch-decoding.test.ts holds it to kafkajs's
+ * decoder on the same bytes. Compressed batches and legacy (magic 0/1) message sets go to kafkajs's
+ * own decoders.
  *
  * Where: Fetch v11, the version kafkajs uses with every broker since Kafka 2.3 (its highest); kafkajs
  * calls `decode` through the module object on every request, so clients created before or after are
