@@ -1,3 +1,5 @@
+import { type OffsetOrder, offsetOrder, offsetText, orderAfter } from "../contracts/offset-order.js";
+
 /**
  * Tracks the records of one input partition from delivery to completion and hands out the
  * contiguous completed prefix: the only part whose outputs and `offset + 1` may be committed
@@ -26,18 +28,28 @@ export interface CommittableLimit {
 }
 
 interface Slot<T> {
-  offset: bigint;
+  /** The offset as delivered (decimal), handed back as it is. */
+  offset: string;
+  /** Its value for ordering (contracts/offset-order.ts). */
+  order: OffsetOrder;
   done: boolean;
   completion: T | undefined;
   /** The completion's size as `complete` was told it (counted once, not per slice attempt). */
   bytes: number;
 }
 
+/**
+ * Per record, on the processor's main thread: no `Map` and no bigint parsing. Slots sit in delivery
+ * order, so a completion finds its slot from a cursor that follows the completions (they arrive
+ * nearly in order) or by binary search; offsets are compared by their order values (numbers, bigints
+ * only past 2^53).
+ */
 export class OffsetTracker<T> {
   private slots: Slot<T>[] = [];
   private head = 0;
-  private readonly byOffset = new Map<bigint, Slot<T>>();
-  private lastTracked: bigint | undefined;
+  /** Where the last completion was found, + 1: the next one is usually there. */
+  private cursor = 0;
+  private lastTracked: OffsetOrder | undefined;
 
   /** Records delivered but not yet handed out by `takeCommittable`. */
   get size(): number {
@@ -46,16 +58,14 @@ export class OffsetTracker<T> {
 
   /** Registers a delivered record. Offsets must strictly increase (Kafka delivers them so). */
   track(offset: string): void {
-    const o = BigInt(offset);
-    if (this.lastTracked !== undefined && o <= this.lastTracked) {
+    const order = offsetOrder(offset);
+    if (this.lastTracked !== undefined && order <= this.lastTracked) {
       throw new Error(
         `OffsetTracker: offset ${offset} is not above the last tracked offset ${this.lastTracked}; reset() the tracker before re-reading a partition`,
       );
     }
-    const slot: Slot<T> = { offset: o, done: false, completion: undefined, bytes: 0 };
-    this.slots.push(slot);
-    this.byOffset.set(o, slot);
-    this.lastTracked = o;
+    this.slots.push({ offset, order, done: false, completion: undefined, bytes: 0 });
+    this.lastTracked = order;
   }
 
   /**
@@ -63,7 +73,7 @@ export class OffsetTracker<T> {
    * `takeCommittable`'s maxBytes counts). Returns false for unknown offsets.
    */
   complete(offset: string, completion: T, bytes = 0): boolean {
-    const slot = this.byOffset.get(BigInt(offset));
+    const slot = this.find(offset);
     if (slot === undefined || slot.done) return false;
     slot.done = true;
     slot.completion = completion;
@@ -71,42 +81,63 @@ export class OffsetTracker<T> {
     return true;
   }
 
+  /** The untaken slot of `offset`: at the cursor, else by binary search over the untaken slots. */
+  private find(offset: string): Slot<T> | undefined {
+    const slots = this.slots;
+    const at = slots[this.cursor];
+    if (at !== undefined && this.cursor >= this.head && at.offset === offset) {
+      this.cursor++;
+      return at;
+    }
+    const order = offsetOrder(offset);
+    let lo = this.head;
+    let hi = slots.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >>> 1;
+      const slot = slots[mid] as Slot<T>;
+      if (slot.order < order) lo = mid + 1;
+      else if (slot.order > order) hi = mid - 1;
+      else {
+        this.cursor = mid + 1;
+        return slot;
+      }
+    }
+    return undefined;
+  }
+
   /**
    * Removes and returns the contiguous completed prefix, or undefined when it is empty. With `limit`
    * only its first records (at least one) up to maxRecords / maxBytes; the rest stays for the next call.
    */
   takeCommittable(limit?: CommittableLimit): CommittableRange<T> | undefined {
+    const slots = this.slots;
+    const completions: T[] = [];
+    const offsets: string[] = [];
     let end = this.head;
     let bytes = 0;
     let capped = false;
-    while (end < this.slots.length && this.slots[end]?.done) {
+    for (let slot = slots[end]; slot?.done; slot = slots[++end]) {
       if (limit) {
         const n = end - this.head;
-        const size = (this.slots[end] as Slot<T>).bytes;
-        if (n > 0 && (n >= limit.maxRecords || bytes + size > limit.maxBytes)) {
+        if (n > 0 && (n >= limit.maxRecords || bytes + slot.bytes > limit.maxBytes)) {
           capped = true;
           break;
         }
-        bytes += size;
+        bytes += slot.bytes;
       }
-      end++;
+      completions.push(slot.completion as T);
+      offsets.push(slot.offset);
     }
     if (end === this.head) return undefined;
-    const taken = this.slots.slice(this.head, end);
-    for (const slot of taken) this.byOffset.delete(slot.offset);
+    const last = slots[end - 1] as Slot<T>;
     this.head = end;
     // Compact occasionally instead of Array.shift per record (docs/design.md §6.10).
-    if (this.head > 1024 && this.head * 2 > this.slots.length) {
-      this.slots = this.slots.slice(this.head);
+    if (this.head > 1024 && this.head * 2 > slots.length) {
+      this.slots = slots.slice(this.head);
+      this.cursor = Math.max(0, this.cursor - this.head);
       this.head = 0;
     }
-    const last = taken[taken.length - 1] as Slot<T>;
-    return {
-      nextOffset: (last.offset + 1n).toString(),
-      completions: taken.map((s) => s.completion as T),
-      offsets: taken.map((s) => s.offset.toString()),
-      capped,
-    };
+    return { nextOffset: nextOffset(last), completions, offsets, capped };
   }
 
   /** Completion payloads of the records completed and not handed out yet (behind a gap, or not taken). */
@@ -123,7 +154,12 @@ export class OffsetTracker<T> {
   reset(): void {
     this.slots = [];
     this.head = 0;
-    this.byOffset.clear();
+    this.cursor = 0;
     this.lastTracked = undefined;
   }
+}
+
+/** The offset after `slot`'s, decimal. */
+function nextOffset(slot: Slot<unknown>): string {
+  return offsetText(orderAfter(slot.order));
 }

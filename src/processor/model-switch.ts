@@ -5,6 +5,7 @@ import {
   type ModelBoundary,
   type ModelDecision,
 } from "../contracts/model-control.js";
+import { type OffsetOrder, offsetOrder, offsetText } from "../contracts/offset-order.js";
 import { type TopicPartition, topicPartitionKey } from "../contracts/topic-partition.js";
 import type { ModelPort } from "../model/model-port.js";
 import type { ModelChoice, ModelRouter, RoutedItem, SwitchPartitions, SwitchTask } from "./model-router.js";
@@ -37,7 +38,7 @@ export interface ModelSwitchOptions {
 /** One online partition: which version answers which offsets, and whether it may not serve. */
 interface PartitionModel {
   /** From `from` on, `version` answers (ascending); the first covers everything below the next. */
-  segments: { from: bigint; version: string; seq: number }[];
+  segments: { from: OffsetOrder; version: string; seq: number }[];
   /** The decision this partition carries out (its boundary committed or attached). */
   seq: number;
   /** Set while the decided version is not loaded here: the partition is paused, with this message. */
@@ -117,7 +118,7 @@ export class ModelSwitch implements ModelRouter {
 
   /** The segments of an owned online partition, for status and tests. */
   partition(key: string): { from: string; version: string; seq: number }[] | undefined {
-    return this.states.get(key)?.segments.map((s) => ({ ...s, from: s.from.toString() }));
+    return this.states.get(key)?.segments.map((s) => ({ ...s, from: offsetText(s.from) }));
   }
 
   bind(partitions: SwitchPartitions): void {
@@ -143,17 +144,17 @@ export class ModelSwitch implements ModelRouter {
       this.models.serving.model.identity.version,
       (v) => this.models.byVersion(v) !== undefined,
     );
-    const from = BigInt(offset);
+    const from = offsetOrder(offset);
     const state: PartitionModel = {
       segments: [{ from, version: verdict.version, seq: verdict.seq }],
       seq: verdict.seq,
     };
     // By construction the restored offset is at or past the boundary; should it not be, the offsets
     // below the boundary still get the version before it.
-    if (verdict.kind === "serve" && boundary?.seq === verdict.seq && BigInt(boundary.offset) > from)
+    if (verdict.kind === "serve" && boundary?.seq === verdict.seq && offsetOrder(boundary.offset) > from)
       state.segments = [
         { from, version: boundary.previousVersion, seq: verdict.seq - 1 },
-        { from: BigInt(boundary.offset), version: verdict.version, seq: verdict.seq },
+        { from: offsetOrder(boundary.offset), version: verdict.version, seq: verdict.seq },
       ];
     this.states.set(task.key, state);
     if (verdict.kind === "refuse") {
@@ -183,7 +184,7 @@ export class ModelSwitch implements ModelRouter {
         continue;
       }
       const previous = state.segments[state.segments.length - 1]?.version ?? decision.previousVersion;
-      state.segments.push({ from: BigInt(at), version: decision.version, seq: decision.seq });
+      state.segments.push({ from: offsetOrder(at), version: decision.version, seq: decision.seq });
       this.attachBoundary(task, state, at, decision.version, previous, decision.seq);
       if (state.refused !== undefined) {
         state.refused = undefined;
@@ -195,7 +196,7 @@ export class ModelSwitch implements ModelRouter {
   choose(item: RoutedItem): ModelChoice {
     let wanted: string;
     if (item.lane === "backfill") wanted = item.modelVersion ?? this.onlineVersion();
-    else wanted = this.versionAt(item.task.tp, BigInt(item.source.offset));
+    else wanted = this.versionAt(item.task.tp, offsetOrder(item.source.offset));
     const model = this.models.byVersion(wanted);
     if (model) return { ok: true, model };
     return {
@@ -206,7 +207,7 @@ export class ModelSwitch implements ModelRouter {
   }
 
   /** The version that answers `offset` of an online partition. */
-  private versionAt(tp: TopicPartition, offset: bigint): string {
+  private versionAt(tp: TopicPartition, offset: OffsetOrder): string {
     const state = this.states.get(topicPartitionKey(tp.topic, tp.partition));
     if (!state) return this.onlineVersion();
     let version = state.segments[0]?.version ?? this.onlineVersion();

@@ -1,4 +1,5 @@
 import type { Lane } from "../contracts/lane.js";
+import { type OffsetOrder, offsetOrder, offsetText, orderAfter } from "../contracts/offset-order.js";
 import type { TopicPartition } from "../contracts/topic-partition.js";
 import { topicPartitionKey } from "../contracts/topic-partition.js";
 import type { Deduplicator } from "../delivery/deduplicator.js";
@@ -45,14 +46,14 @@ export class PartitionTask {
   private committerRef: TaskCommitter | undefined;
   private dedupRef: Deduplicator | undefined;
   /** Offsets below this were already taken (or committed); redeliveries of them are skipped. */
-  private nextOffset = 0n;
+  private nextOffset: OffsetOrder = 0;
   /** Records taken and not yet completed (count toward maxQueuedRecords). */
   private outstandingRecords = 0;
   /**
    * Set by a restore to the offset it seeked to: until a fetch that started exactly there arrives,
    * batches fetched from an older position (queued before the seek) are ignored and the seek repeated.
    */
-  private awaitingFetchFrom: bigint | undefined;
+  private awaitingFetchFrom: OffsetOrder | undefined;
   private staleFetches = 0;
   private reclaimTimer: ReturnType<typeof setTimeout> | undefined;
   /** Fences since the last committed transaction. */
@@ -91,7 +92,7 @@ export class PartitionTask {
 
   /** Offsets below this were taken already (or committed): where a model switch's boundary goes. */
   get takenOffset(): string {
-    return this.nextOffset.toString();
+    return offsetText(this.nextOffset);
   }
 
   /** Records taken and not yet committed: queued, inferring, or waiting for their transaction. */
@@ -128,8 +129,8 @@ export class PartitionTask {
     if (!this.committerRef)
       throw new SluiceError("INTERNAL", `task ${this.describe()} started without a committer`);
     this.dedupRef = dedup;
-    this.nextOffset = BigInt(offset);
-    this.awaitingFetchFrom = BigInt(offset);
+    this.nextOffset = offsetOrder(offset);
+    this.awaitingFetchFrom = this.nextOffset;
     this.staleFetches = 0;
     this.transition("running");
   }
@@ -145,17 +146,17 @@ export class PartitionTask {
       // A fetch that started above the restored offset is either stale (queued before our seek;
       // accepting it would skip records) or kafkajs stepped over transaction markers at that offset by
       // itself. Re-seek a few times to rule out the first; then it is the second.
-      if (BigInt(fetchedOffset) > this.awaitingFetchFrom && this.staleFetches < MAX_STALE_FETCHES) {
+      if (offsetOrder(fetchedOffset) > this.awaitingFetchFrom && this.staleFetches < MAX_STALE_FETCHES) {
         this.staleFetches++;
-        return { kind: "reseek", offset: this.awaitingFetchFrom.toString() };
+        return { kind: "reseek", offset: offsetText(this.awaitingFetchFrom) };
       }
       this.awaitingFetchFrom = undefined;
     }
     const taken: FetchedRecord[] = [];
     for (const r of records) {
-      const offset = BigInt(r.offset);
+      const offset = offsetOrder(r.offset);
       if (offset < this.nextOffset) continue;
-      this.nextOffset = offset + 1n;
+      this.nextOffset = orderAfter(offset);
       this.committerRef.track(r.offset);
       this.outstandingRecords++;
       taken.push(r);

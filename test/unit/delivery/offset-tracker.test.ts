@@ -62,6 +62,40 @@ describe("OffsetTracker", () => {
     expect(t.size).toBe(0);
   });
 
+  it("crosses 2^53 exactly, with completions in any order over several slices", () => {
+    const t = new OffsetTracker<string>();
+    const first = 2n ** 53n - 3000n; // the last safe integers, then bigints
+    const offsets: string[] = [];
+    for (let i = 0n; i < 6000n; i += 2n) offsets.push((first + i).toString()); // gaps, as markers leave
+    for (const o of offsets) t.track(o);
+    expect(() => t.track(offsets[offsets.length - 1] as string)).toThrow(/not above/);
+    // A fixed shuffle: completions far from delivery order, and slices taken in between.
+    const order = offsets.map((o, i) => ({ o, k: (i * 7919) % offsets.length })).sort((a, b) => a.k - b.k);
+    const taken: string[] = [];
+    let next = "";
+    order.forEach(({ o }, i) => {
+      expect(t.complete(o, `done ${o}`)).toBe(true);
+      expect(t.complete(o, "again")).toBe(false);
+      if (i % 500 === 499) {
+        const r = t.takeCommittable();
+        if (r) {
+          taken.push(...r.offsets);
+          expect(r.completions).toEqual(r.offsets.map((x) => `done ${x}`));
+          next = r.nextOffset;
+        }
+      }
+    });
+    const r = t.takeCommittable();
+    if (r) {
+      taken.push(...r.offsets);
+      next = r.nextOffset;
+    }
+    expect(taken).toEqual(offsets);
+    expect(next).toBe((first + 5998n + 1n).toString());
+    expect(t.complete(offsets[0] as string, "late")).toBe(false); // taken already
+    expect(t.size).toBe(0);
+  });
+
   it("caps a slice by records and bytes at a record boundary, at least one record, rest stays", () => {
     const t = new OffsetTracker<number>();
     for (let o = 0; o < 6; o++) t.track(String(o));
