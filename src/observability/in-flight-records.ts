@@ -1,10 +1,12 @@
+import { type OffsetOrder, offsetOrder } from "../contracts/offset-order.js";
 import { topicPartitionKey } from "../contracts/topic-partition.js";
 import type { SluiceEvents } from "../events/sluice-events.js";
 
 interface PartitionQueue {
   topic: string;
   partition: number;
-  offsets: bigint[];
+  /** Order values of the offsets (contracts/offset-order.ts): numbers, bigints only past 2^53. */
+  offsets: OffsetOrder[];
   timestamps: number[];
   /** Index of the oldest uncommitted entry; entries before it are dropped lazily (no Array.shift). */
   head: number;
@@ -42,7 +44,7 @@ export class InFlightRecords {
       events.on("record.consumed", (e) => {
         const q = this.queues.get(topicPartitionKey(e.topic, e.partition));
         if (!q) return;
-        const offset = BigInt(e.offset);
+        const offset = offsetOrder(e.offset);
         if (q.head > 0 && q.head === q.offsets.length) {
           q.offsets.length = 0;
           q.timestamps.length = 0;
@@ -51,7 +53,7 @@ export class InFlightRecords {
         const last = q.offsets[q.offsets.length - 1];
         if (last !== undefined && offset <= last) {
           // Re-fetched after an abort/seek: already tracked, or rewound past our head (start over).
-          if (offset >= (q.offsets[q.head] as bigint)) return;
+          if (offset >= (q.offsets[q.head] as OffsetOrder)) return;
           q.offsets.length = 0;
           q.timestamps.length = 0;
           q.head = 0;
@@ -62,7 +64,7 @@ export class InFlightRecords {
       events.on("transaction.finished", (e) => {
         if (e.outcome !== "committed" || e.nextOffset === undefined) return;
         const q = this.queues.get(topicPartitionKey(e.topic, e.partition));
-        if (q) this.dropBefore(q, BigInt(e.nextOffset));
+        if (q) this.dropBefore(q, offsetOrder(e.nextOffset));
       }),
     ];
   }
@@ -83,10 +85,11 @@ export class InFlightRecords {
   firstUncommitted(topic: string, partition: number, committedOffset: bigint): number | undefined {
     const q = this.queues.get(topicPartitionKey(topic, partition));
     if (!q) return undefined;
-    this.dropBefore(q, committedOffset);
+    const at = offsetOrder(committedOffset.toString());
+    this.dropBefore(q, at);
     const first = q.offsets[q.head];
     // A gap means the record at the committed offset was not consumed here (yet): do not guess.
-    if (first === undefined || first !== committedOffset) return undefined;
+    if (first === undefined || first > at) return undefined;
     return q.timestamps[q.head];
   }
 
@@ -101,8 +104,8 @@ export class InFlightRecords {
     for (const off of this.offs.splice(0)) off();
   }
 
-  private dropBefore(q: PartitionQueue, offset: bigint): void {
-    while (q.head < q.offsets.length && (q.offsets[q.head] as bigint) < offset) q.head++;
+  private dropBefore(q: PartitionQueue, offset: OffsetOrder): void {
+    while (q.head < q.offsets.length && (q.offsets[q.head] as OffsetOrder) < offset) q.head++;
     // Compact once the dead prefix dominates, so memory stays proportional to what is in flight.
     if (q.head > 1024 && q.head * 2 > q.offsets.length) {
       q.offsets.splice(0, q.head);
