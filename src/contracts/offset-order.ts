@@ -1,8 +1,8 @@
 /**
  * Kafka offsets travel through Sluice as decimal strings (kafkajs's convention). Where the per-record
- * path orders them (the committer's prefix, a task's redelivery check, a model switch's boundary),
- * it compares their order values: a number while the offset is a safe integer (every real offset:
- * 2^53 records is centuries of any partition), else a bigint. JavaScript's `<`, `<=`, `>` and `>=`
+ * path orders them (the committer's prefix, a task's redelivery check, a model switch's boundary, the
+ * in-flight records behind lag seconds), it compares their order values: a number while the offset is
+ * a safe integer (every real offset: 2^53 records is centuries of any partition), else a bigint. JavaScript's `<`, `<=`, `>` and `>=`
  * compare a number with a bigint exactly, so both kinds mix; a bigint is only parsed past 2^53.
  */
 export type OffsetOrder = number | bigint;
