@@ -1,5 +1,6 @@
 import { ResultEncoder } from "../contracts/result-codec.js";
 import { CompletionBuilder } from "../delivery/completion-builder.js";
+import { DedupChangelog } from "../delivery/dedup-changelog.js";
 import { PartitionCommitter } from "../delivery/partition-committer.js";
 import { MAX_SEND_BYTES } from "../delivery/size-refusal.js";
 import { fallbackPolicyFor } from "../fallback/fallback-policy.js";
@@ -99,6 +100,16 @@ export function createStreamProcessor(
         onCommitted: hooks.onCommitted,
         ...(hooks.commitShare ? { commitShare: hooks.commitShare } : {}),
         offsetCheckpoint: { topic: changelogTopic, partition: tp.partition },
+        ...(hooks.dedup
+          ? {
+              dedupChangelog: new DedupChangelog({
+                topic: changelogTopic,
+                partition: tp.partition,
+                dedup: hooks.dedup,
+                now: () => systemClock.now(),
+              }),
+            }
+          : {}),
         tracer: o.tracer,
         onFailure: (error) => {
           if (isAccessFailure(error) && wiring.onAccessFailure) wiring.onAccessFailure(error);

@@ -9,8 +9,8 @@ import {
   type DeadLetterError,
   type DeadLetterSource,
 } from "./dead-letter.js";
-import type { ChangelogEntry } from "./deduplicator.js";
-import { estimateBytes, type OutboundMessage, type RecordCompletion } from "./outbound-message.js";
+import type { RememberedId } from "./dedup-segment.js";
+import { estimateBytes, type RecordCompletion } from "./outbound-message.js";
 import { type ResultContext, type ResultOutcome, routeOutcome } from "./result-builder.js";
 
 export interface CompletionBuilderOptions {
@@ -31,7 +31,7 @@ export const OUTPUT_TOO_LARGE = "OUTPUT_TOO_LARGE";
 
 /**
  * The one place that turns what happened to an input record into what its transaction publishes:
- * a result or a dead letter (`outputs`) plus its dedup changelog records (`changelog`), kept apart so
+ * a result or a dead letter (`outputs`) plus the request id it remembered (`remembered`), kept apart so
  * no publisher has to tell them apart by topic name. Pure: no I/O, no clock.
  */
 export class CompletionBuilder {
@@ -44,7 +44,7 @@ export class CompletionBuilder {
   deadLetter(
     source: DeadLetterSource,
     error: DeadLetterError,
-    changelog: OutboundMessage[] = [],
+    remembered?: RememberedId,
     span?: RequestSpan,
   ): RecordCompletion {
     const dl = buildDeadLetter(source, error, { maxBytes: this.opts.maxDeadLetterBytes });
@@ -58,7 +58,7 @@ export class CompletionBuilder {
           timestamp: dl.timestamp,
         },
       ],
-      changelog,
+      remembered,
       outcome: "dead_letter",
       errorCode: error.code,
       recordTimestampMs: Number(source.timestamp),
@@ -73,7 +73,7 @@ export class CompletionBuilder {
 
   /** A request id already seen: counted, nothing published. */
   duplicate(recordTimestampMs: number, span?: RequestSpan): RecordCompletion {
-    return { outputs: [], changelog: [], outcome: "duplicate", recordTimestampMs, span };
+    return { outputs: [], outcome: "duplicate", recordTimestampMs, span };
   }
 
   /**
@@ -84,12 +84,12 @@ export class CompletionBuilder {
     source: DeadLetterSource,
     ctx: ResultContext,
     outcome: ResultOutcome,
-    changelog: OutboundMessage[],
+    remembered: RememberedId | undefined,
     span?: RequestSpan,
   ): RecordCompletion {
     const route = routeOutcome(ctx, outcome);
     if (route.kind === "dead_letter")
-      return withRequestId(this.deadLetter(source, route.error, changelog, span), ctx.request.id);
+      return withRequestId(this.deadLetter(source, route.error, remembered, span), ctx.request.id);
     // Backfill results go to their own topic and carry the run id as a header too, so `backfill
     // status`/`export` find a run's results without decoding every record of a shared topic.
     const backfill = ctx.lane === "backfill";
@@ -101,7 +101,7 @@ export class CompletionBuilder {
       // e.g. a value the Avro schema rejects: this record fails, its neighbours don't.
       const message = `result could not be encoded: ${error instanceof Error ? error.message : String(error)}`;
       return withRequestId(
-        this.deadLetter(source, { code: "INTERNAL", message, stage: "deliver" }, changelog, span),
+        this.deadLetter(source, { code: "INTERNAL", message, stage: "deliver" }, remembered, span),
         ctx.request.id,
       );
     }
@@ -113,7 +113,7 @@ export class CompletionBuilder {
       outputs: [
         { topic, key: ctx.request.id, value: encoded.value, headers: withTraceHeaders(headers, span) },
       ],
-      changelog,
+      remembered,
       outcome: "result",
       status: route.result.status,
       ...(route.result.error ? { errorCode: route.result.error.code } : {}),
@@ -140,18 +140,9 @@ function withRequestId(completion: RecordCompletion, requestId: string): RecordC
   return note ? { ...completion, deadLetter: { ...note, requestId } } : completion;
 }
 
-/** Dedup changelog entries as records of the input partition's changelog partition. */
-export function changelogMessages(
-  topic: string,
-  partition: number,
-  entries: readonly ChangelogEntry[],
-): OutboundMessage[] {
-  return entries.map((e) => ({ topic, partition, key: e.key, value: e.value }));
-}
-
 /**
  * A record's outputs replaced by one payload-less dead letter (error headers only), for outputs the
- * broker refused as too large even alone; its changelog records are kept.
+ * broker refused as too large even alone; its remembered id is kept.
  */
 export function withoutPayload(
   completion: RecordCompletion,
@@ -177,7 +168,7 @@ export function withoutPayload(
         headers: withTraceHeaders(dl.headers, completion.span),
       },
     ],
-    changelog: completion.changelog,
+    remembered: completion.remembered,
     outcome: "dead_letter",
     errorCode: OUTPUT_TOO_LARGE,
     recordTimestampMs: completion.recordTimestampMs,

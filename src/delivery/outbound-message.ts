@@ -1,5 +1,6 @@
 import type { RecordHeaders } from "../contracts/codec.js";
 import type { RequestSpan } from "../tracing/pipeline-tracer.js";
+import type { RememberedId } from "./dedup-segment.js";
 
 /** One record to publish for an input partition (transport-free; the Kafka publishers send it). */
 export interface OutboundMessage {
@@ -15,12 +16,14 @@ export interface OutboundMessage {
 
 /**
  * What finishing one input record produced; published when its transaction commits. `outputs` are
- * what subscribers read (a result or a dead letter); `changelog` is dedup bookkeeping for the
- * partition's changelog, which at-least-once mode publishes only after the outputs are durable.
+ * what subscribers read (a result or a dead letter); `remembered` is the request id the intake
+ * remembered for it, which the transaction writes to the partition's dedup changelog in a segment
+ * (src/delivery/dedup-changelog.ts; at-least-once mode publishes it only after the outputs are durable).
  */
 export interface RecordCompletion {
   outputs: OutboundMessage[];
-  changelog: OutboundMessage[];
+  /** Undefined for records that remembered no id (undecodable, duplicates). */
+  remembered?: RememberedId | undefined;
   outcome: "result" | "dead_letter" | "duplicate";
   status?: "ok" | "expired" | "rejected" | "error" | "fallback";
   /** Set when status is fallback (docs/lanes.md). */
@@ -71,7 +74,8 @@ export function estimateBytes(m: OutboundMessage): number {
 export function completionBytes(c: RecordCompletion): number {
   let n = 0;
   for (const m of c.outputs) n += estimateBytes(m);
-  for (const m of c.changelog) n += estimateBytes(m);
+  // Its share of a segment: the id, quotes, comma and expiry.
+  if (c.remembered !== undefined) n += byteLength(c.remembered.id) + 20;
   return n;
 }
 

@@ -3,6 +3,7 @@ import { SluiceError } from "../sluice-error.js";
 import type { Clock } from "../time/clock.js";
 import { NO_TRACING_TRACER, type PipelineTracer } from "../tracing/pipeline-tracer.js";
 import { withoutPayload } from "./completion-builder.js";
+import type { DedupChangelog } from "./dedup-changelog.js";
 import { type CommittableRange, OffsetTracker } from "./offset-tracker.js";
 import { completionBytes, type OutboundMessage, type RecordCompletion } from "./outbound-message.js";
 import { retrySizeRefusals } from "./size-refusal.js";
@@ -19,7 +20,7 @@ export interface AttachedUnit {
 
 /**
  * What one commit of an input partition publishes: the outputs (results, dead letters), the
- * bookkeeping (dedup changelog entries and the offset checkpoint) and the consumer offset
+ * bookkeeping (dedup changelog segments and tombstones, and the offset checkpoint) and the consumer offset
  * (`nextOffset` = last covered offset + 1).
  */
 export interface PublishUnit {
@@ -62,6 +63,11 @@ export interface PartitionCommitterOptions {
    * transaction; see changelog-reader.ts for why. Omit to rely on the group's committed offset only.
    */
   offsetCheckpoint?: { topic: string; partition: number };
+  /**
+   * The partition's dedup changelog: each transaction writes the ids its records remembered as
+   * segments, and the tombstones due (src/delivery/dedup-changelog.ts). Omit: no dedup records.
+   */
+  dedupChangelog?: DedupChangelog;
   /** Most input records per transaction; the rest of the completed prefix follows right after. */
   maxTransactionRecords: number;
   /**
@@ -112,7 +118,7 @@ export interface PartitionCommitterOptions {
  *   of several records is published again, whole, in one transaction with its one offset (the
  *   publisher has halved its send bound); a record's output refused alone replaces that record's
  *   outputs by a payload-less dead letter (once), in the same transaction; a dead letter refused
- *   again, or a refused record that is no completion's output (a cost share, a changelog entry, the
+ *   again, or a refused record that is no completion's output (a cost share, a dedup segment, the
  *   checkpoint), fails the committer;
  * - sticky errors: after a failed unit the committer refuses further work and reports once through
  *   `onFailure`; the owner drops in-flight work and builds a fresh committer;
@@ -306,7 +312,7 @@ export class PartitionCommitter {
    * Publishes a range in one transaction with its offset, by size-refusal.ts's one retry loop: after a
    * refused send of several records the whole range again (the publisher halved its send bound); a
    * completion whose output the broker refuses alone is replaced by `withoutPayload` (a dead letter
-   * with its reason, no payload, the changelog entry kept), once. Every consumed record still ends as
+   * with its reason, no payload, its remembered id kept), once. Every consumed record still ends as
    * exactly one result, dead letter or counted duplicate, and the offset never moves past a record
    * whose outputs did not commit. The committer fails only when a replacement is refused too, or
    * when nothing may replace the refused record (no dead-letter topic; not a completion's output).
@@ -335,17 +341,19 @@ export class PartitionCommitter {
    * Publishes one unit; throws the classified error. A size refusal is an aborted attempt (the event
    * and the span say so) for commitRange to retry; any other failure fails the committer first.
    * The records, in the order the publisher numbers them (`recordIndex`): the completions' outputs,
-   * riding attached outputs, run cost shares, then the bookkeeping (changelog entries, attached
-   * bookkeeping, the checkpoint).
+   * riding attached outputs, run cost shares, then the bookkeeping (dedup changelog records,
+   * attached bookkeeping, the checkpoint).
    */
   private async runTransaction(nextOffset: string, completions: readonly RecordCompletion[]): Promise<void> {
     const started = this.clock.now();
     const riding = this.attached.filter((a) => BigInt(nextOffset) >= BigInt(a.atOffset));
+    const changelog = this.opts.dedupChangelog?.prepare(nextOffset, completions);
     const { outputs, bookkeeping } = transactionRecords({
       topic: this.topic,
       partition: this.partition,
       nextOffset,
       completions,
+      changelog: changelog?.records,
       riding,
       runCostTopic: this.opts.runCostTopic,
       offsetCheckpoint: this.opts.offsetCheckpoint,
@@ -364,6 +372,7 @@ export class PartitionCommitter {
         ...(this.opts.tracer?.enabled ? { sent: () => tx.sent() } : {}),
       });
     } catch (error) {
+      changelog?.aborted();
       const failure = asFailure(error, this.topic, this.partition);
       tx.abort(transactionFailure(failure), failure.code);
       if (failure.code === "PUBLISH_TOO_LARGE") {
@@ -380,6 +389,7 @@ export class PartitionCommitter {
       }
       throw failure;
     }
+    changelog?.committed();
     if (BigInt(nextOffset) > this.lastCommitted) this.lastCommitted = BigInt(nextOffset);
     for (const a of riding) {
       this.attached.splice(this.attached.indexOf(a), 1);

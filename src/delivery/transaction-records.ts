@@ -22,6 +22,8 @@ export interface TransactionRecordsInput {
   /** The consumer offset the transaction commits (last covered offset + 1, decimal). */
   nextOffset: string;
   completions: readonly RecordCompletion[];
+  /** The dedup changelog's records for this transaction (dedup-changelog.ts); unset: none. */
+  changelog?: readonly OutboundMessage[] | undefined;
   /** Attached units (`PartitionCommitter.attach`) that ride with this transaction. */
   riding: readonly { outputs: readonly OutboundMessage[]; bookkeeping: readonly OutboundMessage[] }[];
   /** `topics.runs`, when backfill rows' cost shares are written; unset: none. */
@@ -32,8 +34,8 @@ export interface TransactionRecordsInput {
 
 /**
  * The records of one partition transaction, in the order the publisher numbers them: outputs (the
- * completions' outputs, riding attached outputs, the runs' cost shares), then bookkeeping (changelog
- * entries, attached bookkeeping, the offset checkpoint). Bookkeeping is separate because
+ * completions' outputs, riding attached outputs, the runs' cost shares), then bookkeeping (dedup
+ * changelog records, attached bookkeeping, the offset checkpoint). Bookkeeping is separate because
  * at-least-once publishes it only after the outputs are durable (a changelog entry must never stand
  * for an unpublished result). Pure.
  */
@@ -43,10 +45,8 @@ export function transactionRecords(t: TransactionRecordsInput): {
 } {
   const outputs: OutboundMessage[] = [];
   const bookkeeping: OutboundMessage[] = [];
-  for (const c of t.completions) {
-    outputs.push(...c.outputs);
-    bookkeeping.push(...c.changelog);
-  }
+  for (const c of t.completions) outputs.push(...c.outputs);
+  if (t.changelog !== undefined) bookkeeping.push(...t.changelog);
   for (const a of t.riding) {
     outputs.push(...a.outputs);
     bookkeeping.push(...a.bookkeeping);

@@ -193,7 +193,7 @@ export class MicroBatchRunner {
       batchSize,
       completedAt: this.ctx.clock.now(),
     };
-    const completion = this.ctx.completions.outcome(item.source, ctx, outcome, item.changelog, item.span);
+    const completion = this.ctx.completions.outcome(item.source, ctx, outcome, item.remembered, item.span);
     // Counted by sluice_fallbacks_total{reason} when it commits.
     if (completion.status === "fallback" && "fallbackReason" in outcome)
       completion.fallbackReason = outcome.fallbackReason;

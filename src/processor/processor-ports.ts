@@ -1,5 +1,6 @@
 import type { RecordHeaders } from "../contracts/codec.js";
 import type { TopicPartition } from "../contracts/topic-partition.js";
+import type { Deduplicator } from "../delivery/deduplicator.js";
 import type { RecordCompletion } from "../delivery/outbound-message.js";
 import type { AttachedUnit } from "../delivery/partition-committer.js";
 import type { SluiceError } from "../sluice-error.js";
@@ -80,6 +81,8 @@ export interface CommitterHooks {
    * whenever the committer schedules a commit. Absent: always the full cadence.
    */
   commitShare?: () => number;
+  /** The task's deduplicator now (undefined until its restore finished): the dedup changelog's. */
+  dedup?: () => Deduplicator | undefined;
 }
 
 /**
@@ -95,7 +98,8 @@ export type CommitterFactory = (
 
 /** What one changelog partition holds after the fence: dedup entries and the input offset committed with them. */
 export interface RestoredChangelog {
-  entries: { key: string; value: Buffer | null }[];
+  /** Per-id records and dedup segments (`segment: true`), in written order (Deduplicator.restore). */
+  entries: { key: string; value: Buffer | null; segment?: boolean }[];
   /** Next input offset recorded by the last committed transaction; undefined when none was. */
   nextOffset: string | undefined;
   /** The partition's last model switch boundary record, raw (src/contracts/model-control.ts); undefined when none. */

@@ -2,9 +2,10 @@ import type { RecordHeaders } from "../contracts/codec.js";
 import type { InferenceRequest } from "../contracts/inference.js";
 import { type Lane, modelVersionFromHeaders, runIdFromHeaders } from "../contracts/lane.js";
 import { DECODE_STAGE_CODES, type RequestDecoder } from "../contracts/request-codec.js";
-import { type CompletionBuilder, changelogMessages } from "../delivery/completion-builder.js";
+import type { CompletionBuilder } from "../delivery/completion-builder.js";
 import type { DeadLetterSource } from "../delivery/dead-letter.js";
-import type { OutboundMessage, RecordCompletion } from "../delivery/outbound-message.js";
+import type { RememberedId } from "../delivery/dedup-segment.js";
+import type { RecordCompletion } from "../delivery/outbound-message.js";
 import type { ModelPort } from "../model/model-port.js";
 import type { Clock } from "../time/clock.js";
 import { NO_TRACING_TRACER, type PipelineTracer, type RequestSpan } from "../tracing/pipeline-tracer.js";
@@ -28,8 +29,8 @@ export interface WorkItem {
    * `backfill submit --model candidate`); undefined = the version online answers with.
    */
   modelVersion?: string | undefined;
-  /** Dedup changelog records that commit with this request's outcome. */
-  changelog: OutboundMessage[];
+  /** The id the intake remembered; its transaction writes it to the dedup changelog. */
+  remembered: RememberedId;
   deadlineMs: number;
   enqueuedAtMs: number;
   /** Token count for token-bounded batching (0 when the model cannot count it; it reports why later). */
@@ -92,7 +93,7 @@ export class RequestIntake {
         completion: this.opts.completions.deadLetter(
           source,
           { code: decoded.code, message: decoded.message, stage },
-          [],
+          undefined,
           span,
         ),
       };
@@ -104,9 +105,8 @@ export class RequestIntake {
       return { kind: "done", completion: this.opts.completions.duplicate(timestampMs, span) };
     // Remember at intake so a duplicate later in the same batch is caught too. If the transaction
     // carrying this entry fails, the task is reset and the dedup store rebuilt from the changelog.
+    // Expiries and tombstones are the committer's, once per transaction (dedup-changelog.ts).
     const remembered = dedup.remember(request.id, now);
-    const evicted = dedup.evictExpired(now);
-    const entries = evicted.length === 0 ? [remembered] : [remembered, ...evicted];
     // Backfill rows have no default deadline (docs/lanes.md): they wait for idle model time, however
     // long a backlog takes, and never expire unless they carry their own deadlineMs.
     const defaultDeadline =
@@ -132,7 +132,7 @@ export class RequestIntake {
         runId: runIdFromHeaders(source.headers),
         // Always present (undefined online), so every work item has one shape.
         modelVersion: task.lane === "backfill" ? modelVersionFromHeaders(source.headers) : undefined,
-        changelog: changelogMessages(task.changelogTopic, task.tp.partition, entries),
+        remembered,
         deadlineMs,
         enqueuedAtMs: now,
         tokens,

@@ -345,6 +345,8 @@ export class StreamProcessor {
       },
       // The guard's commitShare lever, read by the committer whenever it schedules a commit.
       ...(task.lane === "backfill" && this.throttle ? { commitShare: this.throttle.commitShare } : {}),
+      // Its transactions write the ids this deduplicator remembered (src/delivery/dedup-changelog.ts).
+      dedup: () => task.dedup,
     });
     return created;
   }

@@ -8,7 +8,11 @@ import { changelogTopicFor, ensureTopics } from "../../src/kafka/client/topic-ad
 import { NoopModel } from "../../src/model/noop-model.js";
 import type { StreamProcessorOptions } from "../../src/processor/stream-processor-options.js";
 import { createTopics, produceMessages, testKafka, uniqueName } from "../support/kafka-harness.js";
-import { layoutOptions, type ProcessorLayout, processorLayout } from "../support/processor-layout.js";
+import {
+  layoutProcessorOptions,
+  type ProcessorLayout,
+  processorLayout,
+} from "../support/processor-layout.js";
 import { readCommitted, resultIds } from "../support/serve-process.js";
 import { countOutcomes } from "../support/sluice-events-fixtures.js";
 
@@ -30,22 +34,11 @@ describe("StreamProcessor limits (real Kafka, no-op model)", () => {
     return { tx, restores: () => restores };
   }
 
-  function options(
+  const options = (
     layout: ProcessorLayout,
     events: SluiceEvents,
     extra: Partial<StreamProcessorOptions> = {},
-  ): StreamProcessorOptions {
-    return {
-      kafka: testKafka(),
-      model,
-      events,
-      ...layoutOptions(layout),
-      commitIntervalMs: 50,
-      sessionTimeoutMs: 6000,
-      heartbeatIntervalMs: 1000,
-      ...extra,
-    };
-  }
+  ) => layoutProcessorOptions(layout, events, model, extra);
 
   const request = (id: string) => ({ key: id, ...encodeRequest({ id, text: "hello world" }, "json") });
 

@@ -1,4 +1,7 @@
+import type { SluiceEvents } from "../../src/events/sluice-events.js";
+import type { ModelPort } from "../../src/model/model-port.js";
 import type { StreamProcessorOptions } from "../../src/processor/stream-processor-options.js";
+import { testKafka } from "./kafka-harness.js";
 
 /**
  * The private set of topics one processor test runs on, named after `base` the same way `serveEnv`
@@ -42,5 +45,27 @@ export function layoutOptions(
     resultsTopic: layout.results,
     deadLetterTopic: layout.deadLetters,
     dedupChangelogBase: layout.dedupChangelog,
+  };
+}
+
+/**
+ * Options of a processor on `layout` for tests of Kafka mechanics: the test broker, short commit
+ * interval and session, then `extra`.
+ */
+export function layoutProcessorOptions(
+  layout: ProcessorLayout,
+  events: SluiceEvents,
+  model: ModelPort,
+  extra: Partial<StreamProcessorOptions> = {},
+): StreamProcessorOptions {
+  return {
+    kafka: testKafka(),
+    model,
+    events,
+    ...layoutOptions(layout),
+    commitIntervalMs: 50,
+    sessionTimeoutMs: 6000,
+    heartbeatIntervalMs: 1000,
+    ...extra,
   };
 }

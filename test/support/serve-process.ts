@@ -3,6 +3,7 @@ import { resolve } from "node:path";
 import type { IHeaders, Kafka, KafkaMessage } from "kafkajs";
 import type { InferenceResult } from "../../src/contracts/inference.js";
 import { decodeResult } from "../../src/contracts/result-codec.js";
+import { DEDUP_SEGMENT_KEY_PREFIX, decodeDedupSegment } from "../../src/delivery/dedup-segment.js";
 import { fixAbortedTransactionOrder } from "../../src/kafka/protocol/aborted-transaction-order.js";
 import { builtCli } from "./built-cli.js";
 import { testKafka, uniqueName } from "./kafka-harness.js";
@@ -382,4 +383,18 @@ export async function stopServe(p: ServeProcess): Promise<void> {
   p.child.kill("SIGTERM");
   const { code } = await p.exited;
   if (code !== 0) throw new Error(`sluice serve exited with ${code}:\n${p.output().slice(-3000)}`);
+}
+
+/**
+ * The request ids a dedup changelog's records hold, as read by `readCommitted`: those of its dedup
+ * segments (src/delivery/dedup-segment.ts), in order, and the keys of per-id records, if any.
+ */
+export function changelogIds(records: Pick<ReadRecord, "key" | "value">[]): string[] {
+  return records.flatMap((r) => {
+    if (r.key === null || r.value === null) return [];
+    // The key was read as UTF-8: its leading 0xFF byte became U+FFFD.
+    if (r.key.startsWith(`\uFFFD${DEDUP_SEGMENT_KEY_PREFIX.subarray(1).toString()}`))
+      return (decodeDedupSegment(r.value) ?? []).map((e) => e.id);
+    return r.key.startsWith("\uFFFD") ? [] : [r.key];
+  });
 }

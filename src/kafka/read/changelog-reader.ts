@@ -1,5 +1,6 @@
 import type { Kafka } from "kafkajs";
 import { MODEL_BOUNDARY_KEY } from "../../contracts/model-control.js";
+import { isDedupSegmentKey } from "../../delivery/dedup-segment.js";
 import { OFFSET_CHECKPOINT_KEY } from "../../delivery/transaction-records.js";
 import { SluiceError } from "../../sluice-error.js";
 import { type KafkaAccess, kafkaFailure } from "../client/kafka-failure.js";
@@ -7,13 +8,16 @@ import { readBounded } from "./bounded-reader.js";
 
 /** The latest value per key of one changelog partition (compaction applied in memory). */
 export interface ChangelogRecord {
+  /** The request id (UTF-8); for a dedup segment (`segment: true`) its record key as latin1. */
   key: string;
   value: Buffer;
   timestampMs: number;
+  segment?: boolean;
 }
 
 /** What one changelog partition holds: dedup entries and the input offset committed with them. */
 export interface RestoredPartition {
+  /** Per-id records and dedup segments (src/delivery/dedup-segment.ts), in the order they were written. */
   entries: ChangelogRecord[];
   /** Next input offset recorded by the last committed transaction; undefined when none was. */
   nextOffset: string | undefined;
@@ -53,10 +57,10 @@ export class ChangelogReader {
   /** Latest record per key, and the offset checkpoint, for each requested partition of `topic`. */
   async read(topic: string, partitions: readonly number[]): Promise<Map<number, RestoredPartition>> {
     const wanted = new Set(partitions);
-    const latest = new Map<number, Map<string, ChangelogRecord>>();
+    const latest = new Map<number, LatestRecords>();
     const checkpoints = new Map<number, string>();
     const boundaries = new Map<number, Buffer>();
-    for (const p of wanted) latest.set(p, new Map());
+    for (const p of wanted) latest.set(p, { ids: new Map(), segments: new Map(), order: 0 });
     if (wanted.size === 0) return new Map();
 
     const access: KafkaAccess[] = [{ operation: "READ", resourceType: "TOPIC", names: [topic] }];
@@ -95,7 +99,7 @@ export class ChangelogReader {
       doing: `restoring dedup state from ${topic}`,
       timeoutMs: this.timeoutMs,
       onBatch: (range, messages) => {
-        const store = latest.get(range.partition) as Map<string, ChangelogRecord>;
+        const store = latest.get(range.partition) as LatestRecords;
         for (const m of messages) {
           if (m.key === null) continue;
           if (m.key.equals(OFFSET_CHECKPOINT_KEY)) {
@@ -108,11 +112,20 @@ export class ChangelogReader {
             if (m.value !== null) boundaries.set(range.partition, m.value);
             continue;
           }
-          const key = m.key.toString("utf8");
+          const segment = isDedupSegmentKey(m.key);
+          const key = m.key.toString(segment ? "latin1" : "utf8");
+          const records = segment ? store.segments : store.ids;
           // Delete first so a re-remembered id moves to the end: the restored order is then
           // last-remembered order, which the Deduplicator's size bound evicts from the front.
-          store.delete(key);
-          if (m.value !== null) store.set(key, { key, value: m.value, timestampMs: Number(m.timestamp) });
+          records.delete(key);
+          if (m.value !== null)
+            records.set(key, {
+              key,
+              value: m.value,
+              timestampMs: Number(m.timestamp),
+              ...(segment ? { segment } : {}),
+              order: store.order++,
+            });
         }
         return undefined;
       },
@@ -127,15 +140,45 @@ export class ChangelogReader {
   }
 }
 
+/** One partition's latest records: per-id records and segments, each map in last-written order. */
+interface LatestRecords {
+  ids: Map<string, ChangelogRecord & { order: number }>;
+  segments: Map<string, ChangelogRecord & { order: number }>;
+  order: number;
+}
+
+/** Both kinds of records in the order they were last written. */
+function inWrittenOrder(store: LatestRecords): ChangelogRecord[] {
+  const ids = [...store.ids.values()];
+  const segments = [...store.segments.values()];
+  if (segments.length === 0) return ids;
+  if (ids.length === 0) return segments;
+  const out: ChangelogRecord[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < ids.length || j < segments.length) {
+    const a = ids[i];
+    const b = segments[j];
+    if (b === undefined || (a !== undefined && a.order < b.order)) {
+      out.push(a as ChangelogRecord);
+      i++;
+    } else {
+      out.push(b);
+      j++;
+    }
+  }
+  return out;
+}
+
 function toResult(
-  latest: Map<number, Map<string, ChangelogRecord>>,
+  latest: Map<number, LatestRecords>,
   checkpoints: Map<number, string>,
   boundaries: Map<number, Buffer>,
 ): Map<number, RestoredPartition> {
   const out = new Map<number, RestoredPartition>();
   for (const [p, store] of latest)
     out.set(p, {
-      entries: [...store.values()],
+      entries: inWrittenOrder(store),
       nextOffset: checkpoints.get(p),
       ...(boundaries.has(p) ? { modelBoundary: boundaries.get(p) } : {}),
     });

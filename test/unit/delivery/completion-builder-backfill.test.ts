@@ -43,7 +43,7 @@ describe("CompletionBuilder routes the backfill lane", () => {
       source,
       { ...ctx, lane: "backfill", runId: "run-7" },
       ok,
-      [],
+      undefined,
     );
     expect(c.outputs).toHaveLength(1);
     const out = c.outputs[0]!;
@@ -64,8 +64,9 @@ describe("CompletionBuilder routes the backfill lane", () => {
       encodeBackfillResult: (r) => avro.encode(r),
       maxDeadLetterBytes: 100_000,
     });
-    const backfill = b.outcome(source, { ...ctx, lane: "backfill", runId: "run-7" }, ok, []).outputs[0]!;
-    const online = b.outcome(source, { ...ctx, lane: "online" }, ok, []).outputs[0]!;
+    const backfill = b.outcome(source, { ...ctx, lane: "backfill", runId: "run-7" }, ok, undefined)
+      .outputs[0]!;
+    const online = b.outcome(source, { ...ctx, lane: "online" }, ok, undefined).outputs[0]!;
     expect(backfill.headers?.["content-type"]).toBe(
       avro.encode(decodeResult(online.value as Buffer, online.headers)).headers["content-type"],
     );
@@ -74,12 +75,12 @@ describe("CompletionBuilder routes the backfill lane", () => {
   });
 
   it("without topics.backfillResults, backfill results share the results topic", () => {
-    const c = builder().outcome(source, { ...ctx, lane: "backfill", runId: "run-7" }, ok, []);
+    const c = builder().outcome(source, { ...ctx, lane: "backfill", runId: "run-7" }, ok, undefined);
     expect(c.outputs[0]?.topic).toBe("results");
   });
 
   it("online results stay on the results topic, without runId or the run header", () => {
-    const c = builder("backfill-results").outcome(source, { ...ctx, lane: "online" }, ok, []);
+    const c = builder("backfill-results").outcome(source, { ...ctx, lane: "online" }, ok, undefined);
     const out = c.outputs[0]!;
     expect(out.topic).toBe("results");
     expect(out.headers?.[RUN_ID_HEADER]).toBeUndefined();
@@ -93,7 +94,7 @@ describe("CompletionBuilder routes the backfill lane", () => {
       source,
       { ...ctx, lane: "backfill", runId: "run-7" },
       { ok: false, code: "INFERENCE_FAILED", message: "ORT failed" },
-      [],
+      undefined,
     );
     expect(c.outcome).toBe("dead_letter");
     expect(c.outputs[0]?.topic).toBe("dlq");

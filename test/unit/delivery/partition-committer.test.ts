@@ -2,6 +2,9 @@ import { SpanStatusCode } from "@opentelemetry/api";
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import { describe, expect, it } from "vitest";
 import { OUTPUT_TOO_LARGE } from "../../../src/delivery/completion-builder.js";
+import { DedupChangelog } from "../../../src/delivery/dedup-changelog.js";
+import { decodeDedupSegment, isDedupSegmentKey } from "../../../src/delivery/dedup-segment.js";
+import { Deduplicator } from "../../../src/delivery/deduplicator.js";
 import type { OutboundMessage, RecordCompletion } from "../../../src/delivery/outbound-message.js";
 import {
   NOT_COMMITTED,
@@ -85,7 +88,7 @@ const holdsAbove =
 function completion(id: string, valueBytes = 10): RecordCompletion {
   return {
     outputs: [{ topic: "results", key: id, value: Buffer.alloc(valueBytes) }],
-    changelog: [{ topic: "changelog", partition: 0, key: id, value: "1" }],
+    remembered: { id, expiresAtMs: 1 },
     outcome: "result",
     status: "ok",
     recordTimestampMs: 500,
@@ -106,11 +109,18 @@ function setup<P extends ResultPublisher = FakePublisher>(
   events.on("record.outcome", (e) => seen.outcomes.push(e));
   const failures: SluiceError[] = [];
   let committed = 0;
+  const dedup = new Deduplicator({ ttlMs: 60_000, maxEntries: 1000 });
   const committer = new PartitionCommitter(
     {
       topic: "requests",
       partition: 0,
       events,
+      dedupChangelog: new DedupChangelog({
+        topic: "changelog",
+        partition: 0,
+        dedup: () => dedup,
+        now: () => clock.now(),
+      }),
       commitIntervalMs: 100,
       maxTransactionRecords: 500,
       maxTransactionBytes: 524_288,
@@ -123,6 +133,14 @@ function setup<P extends ResultPublisher = FakePublisher>(
   );
   return { clock, committer, publisher, seen, failures, committed: () => committed };
 }
+
+/** The request ids a unit's dedup segments hold, in order. */
+const segmentIds = (messages: readonly OutboundMessage[]): string[] =>
+  messages.flatMap((m) =>
+    Buffer.isBuffer(m.key) && isDedupSegmentKey(m.key)
+      ? (decodeDedupSegment(m.value as string) ?? []).map((e) => e.id)
+      : [],
+  );
 
 /** Lets the committer's promise chains run (the fake publisher resolves at once). */
 const settle = async () => {
@@ -190,7 +208,9 @@ describe("PartitionCommitter: cadence", () => {
     await h.committer.flush();
     const unit = h.publisher.units[0] as PublishUnit;
     expect(unit.outputs.map((m) => m.topic)).toEqual(["results"]);
-    expect(unit.bookkeeping.map((m) => m.key)).toEqual(["a", OFFSET_CHECKPOINT_KEY]);
+    expect(unit.bookkeeping).toHaveLength(2);
+    expect(segmentIds(unit.bookkeeping)).toEqual(["a"]);
+    expect(unit.bookkeeping[1]?.key).toEqual(OFFSET_CHECKPOINT_KEY);
     expect(unit.bookkeeping[1]?.value).toBe("8");
   });
 
@@ -276,8 +296,8 @@ describe("PartitionCommitter: size refusals and the too-large dead letter", () =
     expect(dl?.key ?? null).toBeNull();
     expect(dl?.value ?? null).toBeNull();
     expect(String(dl?.headers?.["sluice.error.code"])).toBe(OUTPUT_TOO_LARGE);
-    // Its changelog entry still goes out: the request id stays deduplicated.
-    expect(publisher.units.flatMap((u) => u.bookkeeping).map((m) => m.key)).toEqual(["a", "b", "huge", "d"]);
+    // Its id still goes to the changelog: the request stays deduplicated.
+    expect(segmentIds(publisher.units.flatMap((u) => u.bookkeeping))).toEqual(["a", "b", "huge", "d"]);
     expect(h.seen.outcomes.map((o) => o.outcome)).toEqual(["result", "result", "dead_letter", "result"]);
     expect(publisher.units.at(-1)?.nextOffset).toBe("4");
   });
@@ -303,7 +323,7 @@ describe("PartitionCommitter: size refusals and the too-large dead letter", () =
       "dlq:-",
       "results:z",
     ]);
-    expect(unit.bookkeeping.map((m) => m.key)).toEqual(["x", "y", "z"]);
+    expect(segmentIds(unit.bookkeeping)).toEqual(["x", "y", "z"]);
     expect(h.seen.outcomes.map((o) => o.outcome)).toEqual(["result", "dead_letter", "result"]);
     expect(h.seen.outcomes[1]?.deadLetter).toMatchObject({ offset: "11", stage: "deliver" });
     expect(h.seen.transactions.map((t) => t.outcome).at(-1)).toBe("committed");

@@ -15,7 +15,6 @@ import { FakeClock } from "../../support/fake-clock.js";
 function row(id: string, runId: string | undefined, cpuMs: number, tokens: number): RecordCompletion {
   return {
     outputs: [{ topic: "results", key: id, value: "{}" }],
-    changelog: [],
     outcome: "result",
     status: "ok",
     recordTimestampMs: 1,

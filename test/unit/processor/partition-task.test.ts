@@ -21,7 +21,7 @@ const committer = (): TaskCommitter & { tracked: string[]; closed: { commit: boo
 };
 
 const rec = (offset: number) => ({ offset: String(offset), value: null, timestamp: "0" });
-const done: RecordCompletion = { outputs: [], changelog: [], outcome: "duplicate", recordTimestampMs: 0 };
+const done: RecordCompletion = { outputs: [], outcome: "duplicate", recordTimestampMs: 0 };
 
 describe("PartitionTask", () => {
   it("checks its transitions and bumps the generation on each", () => {

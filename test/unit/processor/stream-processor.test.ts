@@ -420,7 +420,8 @@ describe("StreamProcessor (fake source, committers and model)", () => {
     expect(committer.completions.get("0")?.outcome).toBe("dead_letter");
     expect(committer.completions.get("0")?.outputs[0]?.topic).toBe("dlq");
     expect(committer.completions.get("1")?.outcome).toBe("result");
-    expect(committer.completions.get("1")?.changelog[0]?.topic).toBe(`dedup.g.${TOPIC}`);
+    expect(committer.completions.get("1")?.remembered?.id).toBe("a");
+    expect(committer.completions.get("0")?.remembered).toBeUndefined();
     expect(committer.completions.get("2")?.outcome).toBe("duplicate");
     expect(h.model.calls.flat()).toHaveLength(1);
   });

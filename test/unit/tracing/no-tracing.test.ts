@@ -152,7 +152,7 @@ describe("tracing off", () => {
         completedAt: 0,
       },
       { ok: true, output: { embedding: [0] }, tokens: 1, truncated: false },
-      [],
+      undefined,
       span,
     );
     expect(completion.outputs[0]?.headers).toBe(headers);
