@@ -280,15 +280,7 @@ export class Deduplicator {
       return;
     }
     dropped.delete(entry.key); // its record is this one now
-    if (expiresAt <= nowMs) {
-      const slot = this.slots.get(entry.key);
-      if (slot !== undefined) this.drop(entry.key, slot);
-      dropped.add(entry.key);
-      stats.expired++;
-      return;
-    }
-    this.put(entry.key, expiresAt, PER_ID_RECORD);
-    this.evictOneOverLimit(stats);
+    if (!this.restoreId(entry.key, expiresAt, PER_ID_RECORD, nowMs, stats)) dropped.add(entry.key);
   }
 
   private restoreSegment(
@@ -317,17 +309,29 @@ export class Deduplicator {
     }
     const segment: Segment = { key: Buffer.from(entry.key, "latin1"), live: 0 };
     segments.set(entry.key, { segment, ids: decoded.map((e) => e.id) });
-    for (const e of decoded) {
-      const slot = this.slots.get(e.id);
-      if (e.expiresAtMs <= nowMs) {
-        // An expired record of the id is its latest: the id is forgotten.
-        if (slot !== undefined) this.drop(e.id, slot);
-        stats.expired++;
-        continue;
-      }
-      this.put(e.id, e.expiresAtMs, segment);
-      this.evictOneOverLimit(stats);
+    for (const e of decoded) this.restoreId(e.id, e.expiresAtMs, segment, nowMs, stats);
+  }
+
+  /**
+   * Restore: the id's latest record says `expiresAt`. Expired, the id is forgotten (false);
+   * otherwise it is remembered in `record` and maxEntries honoured (true).
+   */
+  private restoreId(
+    id: string,
+    expiresAt: number,
+    record: Segment | typeof PER_ID_RECORD,
+    nowMs: number,
+    stats: RestoreStats,
+  ): boolean {
+    if (expiresAt <= nowMs) {
+      const slot = this.slots.get(id);
+      if (slot !== undefined) this.drop(id, slot);
+      stats.expired++;
+      return false;
     }
+    this.put(id, expiresAt, record);
+    this.evictOneOverLimit(stats);
+    return true;
   }
 
   /** Restore: honours maxEntries after one put, dropping the oldest id. */
