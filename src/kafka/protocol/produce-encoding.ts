@@ -1,5 +1,6 @@
 import { createRequire } from "node:module";
 import { kafkajsModule } from "./kafkajs-module.js";
+import { FRAME_ROOM, frameRequestsInPlace, withFrameRoom } from "./request-framing.js";
 
 /**
  * Encodes kafkajs 2.2.4's Produce requests (v3–v7, uncompressed) in one pass into one exact-size
@@ -24,6 +25,8 @@ import { kafkajsModule } from "./kafkajs-module.js";
  * Where: kafkajs looks up `requests.Produce.protocol` on the module object for every produce
  * (`src/broker/index.js` `produce` → `lookupRequest`), so wrapping `protocol` covers clients created
  * before or after. Applied once per process (a marker on the wrapped function); by `createKafka`.
+ * The body is built with free room before it, so kafkajs frames it without copying it
+ * (request-framing.ts, wrapped at the same time).
  */
 const WRAPPED = Symbol.for("sluice.kafkajs.produceEncoding");
 const MAGIC = 2;
@@ -107,18 +110,15 @@ export function fixProduceEncoding(): void {
     return (args) => {
       const built = build(args);
       if ((args.compression ?? NONE) === NONE) {
-        built.request.encode = async () => {
-          const encoder = new lib.Encoder(0);
-          encoder.buf = encodeProduceRequest(args, Date.now());
-          encoder.offset = encoder.buf.length;
-          return encoder;
-        };
+        built.request.encode = async () =>
+          withFrameRoom(new lib.Encoder(0), encodeWithRoom(args, Date.now(), FRAME_ROOM), FRAME_ROOM);
       }
       return built;
     };
   };
   wrapped[WRAPPED] = true;
   mod.protocol = wrapped;
+  frameRequestsInPlace();
 }
 
 /**
@@ -127,6 +127,11 @@ export function fixProduceEncoding(): void {
  * `nowMs` stands in for kafkajs's `Date.now()` (messages without a timestamp). Pure but for the clock.
  */
 export function encodeProduceRequest(args: ProduceRequestArgs, nowMs: number): Buffer {
+  return encodeWithRoom(args, nowMs, 0);
+}
+
+/** `encodeProduceRequest` into a buffer with `room` free bytes before the body (see request-framing.ts). */
+function encodeWithRoom(args: ProduceRequestArgs, nowMs: number, room: number): Buffer {
   const lib = loadKafkajs();
   const topics = args.topicData.map((t) => ({
     name: Buffer.from(t.topic, "utf8"),
@@ -138,8 +143,8 @@ export function encodeProduceRequest(args: ProduceRequestArgs, nowMs: number): B
     size += 2 + t.name.length + 4;
     for (const p of t.partitions) size += 4 + 4 + 8 + 4 + p.batchLength;
   }
-  const out = Buffer.allocUnsafe(size);
-  let o = out.writeInt16BE(txId === null ? -1 : txId.length, 0);
+  const out = Buffer.allocUnsafe(room + size);
+  let o = out.writeInt16BE(txId === null ? -1 : txId.length, room);
   if (txId) o += txId.copy(out, o);
   o = out.writeInt16BE(args.acks, o);
   o = out.writeInt32BE(args.timeout, o);
@@ -173,7 +178,8 @@ export function encodeProduceRequest(args: ProduceRequestArgs, nowMs: number): B
       out.writeUInt32BE(lib.crc32c(out.subarray(bodyStart, o)), crcAt);
     }
   }
-  if (o !== size) throw new Error(`encodeProduceRequest: wrote ${o} bytes of ${size} (a bug in Sluice)`);
+  if (o !== room + size)
+    throw new Error(`encodeProduceRequest: wrote ${o - room} bytes of ${size} (a bug in Sluice)`);
   return out;
 }
 
