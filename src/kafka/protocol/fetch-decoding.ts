@@ -295,13 +295,34 @@ class RecordReader {
     return this.buffer.subarray(from, this.pos);
   }
 
+  /**
+   * A header's name as kafkajs gives it (UTF-8; "null" for a null name). Names repeat on every record
+   * (content-type, x-request-id, …): a known one is matched in place, with no view or string made.
+   */
+  private headerName(): string {
+    const length = this.varInt();
+    if (length === -1) return "null";
+    const from = this.pos;
+    this.pos += length;
+    if (length < 0 || this.pos > this.end) {
+      throw new FetchDecodeError("a record's key, value or header runs past the end of its record");
+    }
+    for (const known of KNOWN_NAMES) {
+      if (known.bytes.length === length && sameBytes(known.bytes, this.buffer, from)) return known.name;
+    }
+    const name = this.buffer.toString("utf8", from, this.pos);
+    if (KNOWN_NAMES.length < MAX_KNOWN_NAMES) {
+      KNOWN_NAMES.push({ bytes: Buffer.from(this.buffer.subarray(from, this.pos)), name });
+    }
+    return name;
+  }
+
   /** The record's headers as kafkajs gives them: a name seen twice holds an array of its values. */
   headers(): Record<string, Buffer | null | (Buffer | null)[]> {
     const headers: Record<string, Buffer | null | (Buffer | null)[]> = {};
     const count = this.varInt();
     for (let i = 0; i < count; i++) {
-      const name = this.bytes();
-      const key = name === null ? "null" : name.toString("utf8");
+      const key = this.headerName();
       const value = this.bytes();
       const seen = Object.hasOwn(headers, key) ? headers[key] : undefined;
       const next = seen === undefined ? value : Array.isArray(seen) ? [...seen, value] : [seen, value];
@@ -319,6 +340,15 @@ class RecordReader {
     }
     return headers;
   }
+}
+
+/** Header names decoded so far, the first `MAX_KNOWN_NAMES` distinct ones of the process. */
+const KNOWN_NAMES: { bytes: Buffer; name: string }[] = [];
+const MAX_KNOWN_NAMES = 16;
+
+function sameBytes(known: Buffer, buffer: Buffer, from: number): boolean {
+  for (let i = 0; i < known.length; i++) if (known[i] !== buffer[from + i]) return false;
+  return true;
 }
 
 /** Fetch v11's response (kafkajs's fetch/v11/response.js), its record sets read by `decodeRecordSet`. */

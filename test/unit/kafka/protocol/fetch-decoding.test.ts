@@ -75,6 +75,12 @@ async function generatedRecordSet(r: () => number, now: number): Promise<Buffer>
         traceparent: Buffer.from(word()),
         multi: [Buffer.from("a"), Buffer.from([0, 255]), Buffer.from("")],
       }),
+      // Names the decoder has not seen, more than it keeps (40 here), some as long as a known one
+      // ("content-typf") or in more than one byte per character.
+      () => ({
+        [pick(["content-typf", "ünïcödé", "€", "content-type"])]: Buffer.from(word()),
+        [`n${Math.floor(r() * 40)}`]: Buffer.from("x"),
+      }),
     ])();
   const parts: Buffer[] = [];
   let offset = pick([0, 17, 2 ** 40 + 3]);
