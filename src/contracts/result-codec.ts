@@ -138,7 +138,7 @@ function normalizeOutput(output: InferenceOutput | null | undefined): InferenceO
 }
 
 function normalize(result: InferenceResult): InferenceResult {
-  return {
+  const n: InferenceResult = {
     id: result.id,
     status: result.status,
     output: normalizeOutput(result.output),
@@ -154,10 +154,12 @@ function normalize(result: InferenceResult): InferenceResult {
     attributes: result.attributes ?? null,
     truncated: result.truncated ?? false,
     error: result.error ?? null,
-    // Optional fields appear only when set, so results without them keep their old shape.
-    ...(result.fallbackReason ? { fallbackReason: result.fallbackReason } : {}),
-    ...(result.runId ? { runId: result.runId } : {}),
   };
+  // Optional fields appear only when set (in this order, last), so results without them keep their
+  // old shape. Set rather than spread in: a spread of `{}` per result is a runtime call.
+  if (result.fallbackReason) n.fallbackReason = result.fallbackReason;
+  if (result.runId) n.runId = result.runId;
+  return n;
 }
 
 function toAvro(result: InferenceResult): AvroResult {

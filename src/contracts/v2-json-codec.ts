@@ -88,7 +88,7 @@ export function decodeV2Request(value: Buffer, headers?: RecordHeaders, servedMo
   }
   const tensors: NamedTensor[] = [];
   for (let i = 0; i < inputs.length; i++) {
-    const t = parseTensor(inputs[i], `inputs[${i}]`);
+    const t = parseTensor(inputs[i], i);
     if (typeof t === "string") return fail("SCHEMA_VIOLATION", t);
     if (tensors.some((x) => x.name === t.name)) {
       return fail("SCHEMA_VIOLATION", `inputs[${i}]: input "${truncateForMessage(t.name)}" is given twice`);
@@ -216,11 +216,12 @@ function v2Outputs(output: InferenceOutput | null): V2ResponseTensor[] {
   ];
 }
 
-function parseTensor(raw: unknown, where: string): NamedTensor | string {
-  if (!isObject(raw)) return `${where} is ${describe(raw)}; expected {name, shape, datatype, data}`;
+/** `index`: the tensor's place in `inputs`, for messages (built only for a message). */
+function parseTensor(raw: unknown, index: number): NamedTensor | string {
+  if (!isObject(raw)) return `inputs[${index}] is ${describe(raw)}; expected {name, shape, datatype, data}`;
   const { name, shape, datatype, data } = raw;
   if (typeof name !== "string" || name === "")
-    return `${where}.name is ${describe(name)}; expected a non-empty string`;
+    return `inputs[${index}].name is ${describe(name)}; expected a non-empty string`;
   // Built only for a message: most tensors are valid.
   const label = () => `input "${truncateForMessage(name)}"`;
   if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && (d as number) >= 0)) {

@@ -109,17 +109,18 @@ export class CompletionBuilder {
       ? (this.opts.backfillResultsTopic ?? this.opts.resultsTopic)
       : this.opts.resultsTopic;
     const headers = ctx.runId ? { ...encoded.headers, [RUN_ID_HEADER]: ctx.runId } : encoded.headers;
-    return {
+    const completion: RecordCompletion = {
       outputs: [
         { topic, key: ctx.request.id, value: encoded.value, headers: withTraceHeaders(headers, span) },
       ],
       remembered,
       outcome: "result",
       status: route.result.status,
-      ...(route.result.error ? { errorCode: route.result.error.code } : {}),
       recordTimestampMs: Number(source.timestamp),
       span,
     };
+    if (route.result.error) completion.errorCode = route.result.error.code;
+    return completion;
   }
 }
 

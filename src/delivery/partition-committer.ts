@@ -1,4 +1,4 @@
-import type { SluiceEvents } from "../events/sluice-events.js";
+import type { SluiceEventMap, SluiceEvents } from "../events/sluice-events.js";
 import { SluiceError } from "../sluice-error.js";
 import type { Clock } from "../time/clock.js";
 import { NO_TRACING_TRACER, type PipelineTracer } from "../tracing/pipeline-tracer.js";
@@ -408,16 +408,18 @@ export class PartitionCommitter {
       ...(last ? { lastEventTimestampMs: last.recordTimestampMs } : {}),
     });
     for (const c of completions) {
-      this.opts.events.emit("record.outcome", {
+      // Optional fields set only when present, without a spread per field: this runs per record.
+      const e: SluiceEventMap["record.outcome"] = {
         topic: this.topic,
         partition: this.partition,
         outcome: c.outcome,
         endToEndMs: now - c.recordTimestampMs,
-        ...(c.status ? { status: c.status } : {}),
-        ...(c.fallbackReason ? { fallbackReason: c.fallbackReason } : {}),
-        ...(c.errorCode ? { errorCode: c.errorCode } : {}),
-        ...(c.deadLetter ? { deadLetter: c.deadLetter } : {}),
-      });
+      };
+      if (c.status) e.status = c.status;
+      if (c.fallbackReason) e.fallbackReason = c.fallbackReason;
+      if (c.errorCode) e.errorCode = c.errorCode;
+      if (c.deadLetter) e.deadLetter = c.deadLetter;
+      this.opts.events.emit("record.outcome", e);
     }
   }
 

@@ -88,7 +88,7 @@ export function expiredOutcome(deadlineMs: number, nowMs: number): ResultOutcome
 }
 
 export function buildResult(ctx: ResultContext, outcome: ResultOutcome): InferenceResult {
-  return {
+  const result: InferenceResult = {
     id: ctx.request.id,
     status: statusOf(outcome),
     output: outcome.ok ? outcome.output : null,
@@ -104,9 +104,11 @@ export function buildResult(ctx: ResultContext, outcome: ResultOutcome): Inferen
     attributes: ctx.request.attributes ?? null,
     truncated: outcome.ok ? outcome.truncated : false,
     error: outcome.ok ? null : { code: outcome.code, message: outcome.message },
-    ...(outcome.ok && "fallbackReason" in outcome ? { fallbackReason: outcome.fallbackReason } : {}),
-    ...(ctx.runId ? { runId: ctx.runId } : {}),
   };
+  // Set after, in this order, rather than spread in: a spread of `{}` per result is a runtime call.
+  if (outcome.ok && "fallbackReason" in outcome) result.fallbackReason = outcome.fallbackReason;
+  if (ctx.runId) result.runId = ctx.runId;
+  return result;
 }
 
 /**

@@ -21,12 +21,23 @@ export function stackGroups(requests: readonly RowRequest[], isolate: boolean): 
   if (isolate) return requests.map((r) => [r]);
   const groups = new Map<string, RowRequest[]>();
   for (const r of requests) {
-    const key = r.inputs.map((t) => t.shape.slice(1).join("x")).join("|");
+    const key = stackKey(r.inputs);
     const group = groups.get(key);
     if (group === undefined) groups.set(key, [r]);
     else group.push(r);
   }
   return [...groups.values()];
+}
+
+/** The inputs' non-batch dimensions, e.g. "4|3x2": requests stack when theirs are equal. */
+function stackKey(inputs: readonly NamedTensor[]): string {
+  let key = "";
+  for (let i = 0; i < inputs.length; i++) {
+    if (i > 0) key += "|";
+    const shape = (inputs[i] as NamedTensor).shape;
+    for (let axis = 1; axis < shape.length; axis++) key += axis > 1 ? `x${shape[axis]}` : `${shape[axis]}`;
+  }
+  return key;
 }
 
 /** One feed per model input: the group's rows one after another. */
@@ -68,20 +79,27 @@ export function splitOutputs(
     if (out.dims[0] !== rows) {
       return `output "${out.name}" has shape [${out.dims.join(",")}], not ${rows} rows along its first dimension`;
     }
-    const rowSize = elementCount(out.dims.slice(1));
+    const rest = out.dims.slice(1);
+    const rowSize = elementCount(rest);
     let offset = 0;
     group.forEach((r, g) => {
       perRequest[g]!.push({
         name: out.name,
         datatype: spec.datatype,
-        shape: [r.rows, ...out.dims.slice(1)],
+        shape: [r.rows, ...rest],
         data: data.slice(offset * rowSize, (offset + r.rows) * rowSize) as TensorData,
         ...labels,
       });
       offset += r.rows;
     });
   }
-  return group.map((r, g) => perRequest[g]!.filter((t) => r.outputs.includes(t.name)));
+  // Most requests ask for every output (checkRequest's default): no filtered copy then.
+  return group.map((r, g) => {
+    const mine = perRequest[g] as NamedTensor[];
+    return mine.every((t) => r.outputs.includes(t.name))
+      ? mine
+      : mine.filter((t) => r.outputs.includes(t.name));
+  });
 }
 
 function toFeedData(spec: SignatureTensor, values: unknown[]): FeedData {

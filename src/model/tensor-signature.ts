@@ -105,9 +105,9 @@ export function checkRequest(sig: TensorSignature, item: unknown, maxRows: numbe
       {},
     );
   }
-  const given = new Map(item.inputs.map((t) => [t.name, t]));
+  // Loops, not a Map, closures or per-call arrays: this runs once per request at the ceiling.
   for (const t of item.inputs) {
-    if (!sig.inputs.some((i) => i.name === t.name)) {
+    if (findNamed(sig.inputs, t.name) === undefined) {
       return reject(
         "TENSOR_INPUT_UNKNOWN",
         `input "${cut(t.name)}" is not an input of the model; its inputs are [${sig.inputs.map((i) => i.name).join(", ")}]`,
@@ -118,7 +118,7 @@ export function checkRequest(sig: TensorSignature, item: unknown, maxRows: numbe
   let rows: number | undefined;
   const ordered: NamedTensor[] = [];
   for (const spec of sig.inputs) {
-    const t = given.get(spec.name);
+    const t = lastNamed(item.inputs, spec.name);
     if (t === undefined) {
       return reject(
         "TENSOR_INPUT_MISSING",
@@ -137,21 +137,13 @@ export function checkRequest(sig: TensorSignature, item: unknown, maxRows: numbe
         { input: spec.name, "expected-datatype": spec.datatype, "actual-datatype": t.datatype },
       );
     }
-    // Built only for a rejection: most requests fit.
-    const shapeContext = () => ({
-      input: spec.name,
-      "expected-shape": formatDims(spec.dims),
-      "actual-shape": formatDims(t.shape),
-    });
     const fits =
-      t.shape.length === spec.dims.length &&
-      t.shape.every((d, axis) => spec.dims[axis] === null || spec.dims[axis] === d) &&
-      (t.shape[0] ?? 0) > 0;
+      t.shape.length === spec.dims.length && fixedDimsEqual(spec.dims, t.shape) && (t.shape[0] ?? 0) > 0;
     if (!fits) {
       return reject(
         "TENSOR_SHAPE_MISMATCH",
         `input "${spec.name}" has shape ${formatDims(t.shape)}; the model expects ${formatDims(spec.dims)} (-1 = any size, at least one row)`,
-        shapeContext(),
+        shapeContext(spec, t),
       );
     }
     const r = t.shape[0] as number;
@@ -159,7 +151,7 @@ export function checkRequest(sig: TensorSignature, item: unknown, maxRows: numbe
       return reject(
         "TENSOR_SHAPE_MISMATCH",
         `input "${spec.name}" has ${r} rows but an earlier input has ${rows}; every input needs the same row count`,
-        shapeContext(),
+        shapeContext(spec, t),
       );
     }
     rows = r;
@@ -173,28 +165,72 @@ export function checkRequest(sig: TensorSignature, item: unknown, maxRows: numbe
     if (spec.datatype === "FP32" || spec.datatype === "FP64") {
       const data = t.data as number[];
       const narrow = spec.datatype === "FP32";
-      const at = data.findIndex((v) => !Number.isFinite(narrow ? Math.fround(v) : v));
+      const at = firstNonFinite(data, narrow);
       if (at >= 0) {
         return reject(
           "TENSOR_NON_FINITE",
           `input "${spec.name}" element ${at} is not a finite ${spec.datatype} value (NaN, infinite or out of range); the model forbids non-finite inputs`,
-          { ...shapeContext(), "element-index": String(at) },
+          { ...shapeContext(spec, t), "element-index": String(at) },
         );
       }
     }
     ordered.push(t);
   }
-  const outputNames = sig.outputs.map((o) => o.name);
   for (const name of item.outputs ?? []) {
-    if (!outputNames.includes(name)) {
+    if (findNamed(sig.outputs, name) === undefined) {
       return reject(
         "TENSOR_OUTPUT_UNKNOWN",
-        `output "${cut(name)}" was requested but the model's outputs are [${outputNames.join(", ")}]`,
+        `output "${cut(name)}" was requested but the model's outputs are [${outputNamesOf(sig).join(", ")}]`,
         { output: cut(name) },
       );
     }
   }
-  return { ok: true, rows: rows as number, inputs: ordered, outputs: item.outputs ?? outputNames };
+  return { ok: true, rows: rows as number, inputs: ordered, outputs: item.outputs ?? outputNamesOf(sig) };
+}
+
+/** The signature's output names, built once per signature (read-only: shared by every request). */
+const outputNames = new WeakMap<TensorSignature, string[]>();
+function outputNamesOf(sig: TensorSignature): string[] {
+  let names = outputNames.get(sig);
+  if (names === undefined) {
+    names = sig.outputs.map((o) => o.name);
+    outputNames.set(sig, names);
+  }
+  return names;
+}
+
+function findNamed<T extends { name: string }>(list: readonly T[], name: string): T | undefined {
+  for (const t of list) if (t.name === name) return t;
+  return undefined;
+}
+
+/** The last tensor of that name (a request naming an input twice: the later one counts). */
+function lastNamed(list: readonly NamedTensor[], name: string): NamedTensor | undefined {
+  for (let i = list.length - 1; i >= 0; i--) if ((list[i] as NamedTensor).name === name) return list[i];
+  return undefined;
+}
+
+/** Fixed dimensions (non-null) equal the request's; the ranks are compared by the caller. */
+function fixedDimsEqual(dims: readonly (number | null)[], shape: readonly number[]): boolean {
+  for (let axis = 0; axis < dims.length; axis++) {
+    const d = dims[axis];
+    if (d !== null && d !== shape[axis]) return false;
+  }
+  return true;
+}
+
+/** The index of the first value that is not finite (as float32 when `narrow`), or -1. */
+function firstNonFinite(data: readonly number[], narrow: boolean): number {
+  for (let i = 0; i < data.length; i++) {
+    const v = data[i] as number;
+    if (!Number.isFinite(narrow ? Math.fround(v) : v)) return i;
+  }
+  return -1;
+}
+
+/** Built only for a rejection: most requests fit. */
+function shapeContext(spec: SignatureTensor, t: NamedTensor): Record<string, string> {
+  return { input: spec.name, "expected-shape": formatDims(spec.dims), "actual-shape": formatDims(t.shape) };
 }
 
 function reject(

@@ -21,6 +21,8 @@ interface PartitionQueue {
  */
 export class InFlightRecords {
   private readonly queues = new Map<string, PartitionQueue>();
+  /** The queue of the last record seen: records come in runs of one partition (a fetched batch). */
+  private lastQueue: PartitionQueue | undefined;
   private readonly offs: Array<() => void>;
 
   constructor(events: SluiceEvents) {
@@ -40,9 +42,10 @@ export class InFlightRecords {
       }),
       events.on("partitions.revoked", (e) => {
         for (const p of e.partitions) this.queues.delete(topicPartitionKey(e.topic, p));
+        this.lastQueue = undefined;
       }),
       events.on("record.consumed", (e) => {
-        const q = this.queues.get(topicPartitionKey(e.topic, e.partition));
+        const q = this.queueOf(e.topic, e.partition);
         if (!q) return;
         const offset = offsetOrder(e.offset);
         if (q.head > 0 && q.head === q.offsets.length) {
@@ -67,6 +70,15 @@ export class InFlightRecords {
         if (q) this.dropBefore(q, offsetOrder(e.nextOffset));
       }),
     ];
+  }
+
+  /** The partition's queue, without building its key when it is the last record's partition. */
+  private queueOf(topic: string, partition: number): PartitionQueue | undefined {
+    const last = this.lastQueue;
+    if (last !== undefined && last.partition === partition && last.topic === topic) return last;
+    const q = this.queues.get(topicPartitionKey(topic, partition));
+    this.lastQueue = q;
+    return q;
   }
 
   /** Partitions this instance owns (per the last assignment events). */

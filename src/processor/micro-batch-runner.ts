@@ -111,7 +111,11 @@ export class MicroBatchRunner {
           item.span.abort(givenUpCode(item.task, item.generation));
           return;
         }
-        const cost = { cpuMs: cpuMsPerItem, tokens: outcome.ok ? outcome.tokens : 0 };
+        // Only a backfill run's rows report their cost (finish), so only they get the object.
+        const cost =
+          item.runId === undefined
+            ? undefined
+            : { cpuMs: cpuMsPerItem, tokens: outcome.ok ? outcome.tokens : 0 };
         const reason = outcome.ok ? undefined : this.fallbackFor(item)?.afterModel(outcome.code);
         const size = group.items.length;
         if (reason !== undefined) this.fallback(item, reason, startedAt, run.stats.inferenceMs, size);
@@ -184,7 +188,7 @@ export class MicroBatchRunner {
       request: item.request,
       lane: item.lane,
       runId: item.runId,
-      source: { ...item.task.tp, offset: item.source.offset },
+      source: item.source, // the record's topic, partition and offset (the task's, at intake)
       requestTimestamp: item.timestampMs,
       // The version that really produced the outcome (docs/model-upgrades.md).
       model: model.identity,

@@ -423,7 +423,7 @@ export class StreamProcessor {
     }
     const { item } = taken;
     // Online requests the model cannot serve in time fall back now, before they expire (docs/lanes.md).
-    const now = this.deps.clock.now();
+    const now = item.enqueuedAtMs; // the intake's clock reading, a moment ago
     const reason = this.batches.fallbackFor(item)?.atIntake({
       onlineHeld: this.dispatcher.onlineHeld,
       ahead: this.dispatcher.onlineAhead(item.deadlineMs),
