@@ -167,14 +167,14 @@ function encodeWithRoom(args: ProduceRequestArgs, nowMs: number, room: number): 
       o += 4;
       const bodyStart = o;
       o = out.writeInt16BE(transactional, o); // attributes: no compression, create time
-      o = out.writeInt32BE(p.records.length - 1, o); // lastOffsetDelta
+      o = out.writeInt32BE(p.messages.length - 1, o); // lastOffsetDelta
       o = writeLong(out, o, lib.fromValue(p.firstTimestamp));
       o = writeLong(out, o, lib.fromValue(p.maxTimestamp));
       o = writeLong(out, o, producerId);
       o = out.writeInt16BE(args.producerEpoch ?? 0, o);
       o = out.writeInt32BE(p.firstSequence, o);
-      o = out.writeInt32BE(p.records.length, o);
-      for (const r of p.records) o = writeRecord(out, o, r);
+      o = out.writeInt32BE(p.messages.length, o);
+      o = writeRecords(out, o, p);
       out.writeUInt32BE(lib.crc32c(out.subarray(bodyStart, o)), crcAt);
     }
   }
@@ -183,28 +183,18 @@ function encodeWithRoom(args: ProduceRequestArgs, nowMs: number, room: number): 
   return out;
 }
 
-/** A key, value or header value as written: a Buffer, or a string written straight into the request. */
-interface Field {
-  data: Buffer | string;
-  /** Its UTF-8 length. */
-  length: number;
-}
-
-interface RecordPlan {
-  bodySize: number;
-  timestampDelta: number;
-  offsetDelta: number;
-  key: Field | null;
-  value: Field | null;
-  headers: { key: Buffer; value: Field }[];
-}
-
 interface BatchPlan {
   partition: number;
   firstSequence: number;
   firstTimestamp: string | number;
   maxTimestamp: string | number;
-  records: RecordPlan[];
+  messages: ProduceMessage[];
+  /**
+   * Per record, in write order, numbers only (no object per record or field): its body size, its
+   * timestamp delta, the key's and the value's byte length (-1 for null), its header count, then
+   * each header value's byte length. Strings are measured once here and written in place later.
+   */
+  sizes: number[];
   /** From partitionLeaderEpoch to the last record's end (what the batch's length field counts). */
   batchLength: number;
 }
@@ -219,69 +209,114 @@ function batchPlan(p: PartitionData, nowMs: number): BatchPlan {
   const maxTimestamp = stamps.length === 0 ? nowMs : (stamps[stamps.length - 1] as string | number);
   const first = Number(firstTimestamp);
   let recordsSize = 0;
-  const records = p.messages.map((m, i): RecordPlan => {
-    const key = bytes(m.key);
-    const value = bytes(m.value);
-    const headers: RecordPlan["headers"] = [];
-    const named = m.headers ?? {};
-    for (const name of Object.keys(named)) {
-      const v = named[name];
-      if (Array.isArray(v))
-        for (const one of v) headers.push({ key: headerName(name), value: headerValue(one) });
-      else headers.push({ key: headerName(name), value: headerValue(v) });
-    }
+  const sizes: number[] = [];
+  const messages = p.messages;
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i] as ProduceMessage;
+    const at = sizes.length;
     const timestampDelta = Number(m.timestamp || nowMs) - first;
+    sizes.push(0, timestampDelta);
     let bodySize = 1 + sizeOfVarLong(timestampDelta) + sizeOfVarInt(i);
-    bodySize += key === null ? 1 : sizeOfVarInt(key.length) + key.length;
-    bodySize += value === null ? 1 : sizeOfVarInt(value.length) + value.length;
-    bodySize += sizeOfVarInt(headers.length);
-    for (const h of headers) {
-      bodySize += sizeOfVarInt(h.key.length) + h.key.length + sizeOfVarInt(h.value.length) + h.value.length;
+    bodySize += fieldSize(sizes, m.key);
+    bodySize += fieldSize(sizes, m.value);
+    const countAt = sizes.length;
+    sizes.push(0);
+    let count = 0;
+    const named = m.headers;
+    // for…in with an own-property check walks what kafkajs's Object.keys does, without its array.
+    for (const name in named) {
+      if (!Object.hasOwn(named, name)) continue;
+      const v = named[name];
+      const nameLength = headerName(name).length;
+      if (Array.isArray(v)) {
+        for (const one of v) {
+          bodySize += sizeOfVarInt(nameLength) + nameLength + headerValueSize(sizes, one);
+          count++;
+        }
+      } else {
+        bodySize += sizeOfVarInt(nameLength) + nameLength + headerValueSize(sizes, v);
+        count++;
+      }
     }
+    sizes[countAt] = count;
+    bodySize += sizeOfVarInt(count);
+    sizes[at] = bodySize;
     recordsSize += sizeOfVarInt(bodySize) + bodySize;
-    return { bodySize, timestampDelta, offsetDelta: i, key, value, headers };
-  });
+  }
   const bodySize = 2 + 4 + 8 + 8 + 8 + 2 + 4 + 4 + recordsSize;
   return {
     partition: p.partition,
     firstSequence: p.firstSequence ?? 0,
     firstTimestamp,
     maxTimestamp,
-    records,
+    messages,
+    sizes,
     batchLength: 4 + 1 + 4 + bodySize,
   };
 }
 
-function writeRecord(out: Buffer, at: number, r: RecordPlan): number {
-  let o = writeVarInt(out, at, r.bodySize);
-  out[o++] = 0; // attributes
-  o = writeVarLong(out, o, r.timestampDelta);
-  o = writeVarInt(out, o, r.offsetDelta);
-  o = writeVarIntBytes(out, o, r.key);
-  o = writeVarIntBytes(out, o, r.value);
-  o = writeVarInt(out, o, r.headers.length);
-  for (const h of r.headers) {
-    o = writeVarIntBytes(out, o, h.key);
-    o = writeVarIntBytes(out, o, h.value);
+/** Writes the batch's records from `plan.sizes` (see BatchPlan), in the order `batchPlan` measured them. */
+function writeRecords(out: Buffer, at: number, plan: BatchPlan): number {
+  const { messages, sizes } = plan;
+  let o = at;
+  let k = 0;
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i] as ProduceMessage;
+    o = writeVarInt(out, o, sizes[k++] as number);
+    out[o++] = 0; // attributes
+    o = writeVarLong(out, o, sizes[k++] as number);
+    o = writeVarInt(out, o, i); // offsetDelta
+    o = writeField(out, o, m.key, sizes[k++] as number);
+    o = writeField(out, o, m.value, sizes[k++] as number);
+    o = writeVarInt(out, o, sizes[k++] as number);
+    const named = m.headers;
+    for (const name in named) {
+      if (!Object.hasOwn(named, name)) continue;
+      const v = named[name];
+      const encoded = headerName(name);
+      if (Array.isArray(v)) {
+        for (const one of v) {
+          o = writeField(out, writeBytes(out, o, encoded), one, sizes[k++] as number);
+        }
+      } else {
+        o = writeField(out, writeBytes(out, o, encoded), v, sizes[k++] as number);
+      }
+    }
   }
   return o;
 }
 
 /**
  * What kafkajs writes for a key or value: a Buffer as is, anything else but null as `String(v)` in
- * UTF-8. Strings are not copied into Buffers of their own: they are written into the request.
+ * UTF-8. Pushes its byte length (-1 for null) onto `sizes` and returns its size in the record.
  */
-function bytes(v: Bytes): Field | null {
-  if (v == null) return null;
-  if (Buffer.isBuffer(v)) return { data: v, length: v.length };
-  const text = String(v);
-  return { data: text, length: Buffer.byteLength(text, "utf8") };
+function fieldSize(sizes: number[], v: Bytes): number {
+  if (v == null) {
+    sizes.push(-1);
+    return 1;
+  }
+  const length = Buffer.isBuffer(v) ? v.length : Buffer.byteLength(String(v), "utf8");
+  sizes.push(length);
+  return sizeOfVarInt(length) + length;
 }
 
-function headerValue(v: Buffer | string | undefined): Field {
+function headerValueSize(sizes: number[], v: Buffer | string | undefined): number {
   // kafkajs sizes a header with Buffer.byteLength(value), which throws for undefined or null.
   if (v == null) throw new TypeError(`header value must be a string or a Buffer, got ${String(v)}`);
-  return bytes(v) as Field;
+  return fieldSize(sizes, v);
+}
+
+/** A key, value or header value of `length` bytes (-1: null), straight into the request. */
+function writeField(out: Buffer, at: number, v: Bytes, length: number): number {
+  if (length === -1) return writeVarInt(out, at, -1);
+  const o = writeVarInt(out, at, length);
+  if (Buffer.isBuffer(v)) return o + v.copy(out, o);
+  return o + out.write(String(v), o, length, "utf8");
+}
+
+function writeBytes(out: Buffer, at: number, v: Buffer): number {
+  const o = writeVarInt(out, at, v.length);
+  return o + v.copy(out, o);
 }
 
 /** Header names repeat on every record (content-type, run id, trace context): encoded once each. */
@@ -301,14 +336,6 @@ function writeLong(out: Buffer, at: number, v: LongLike): number {
   out.writeInt32BE(v.getHighBits(), at);
   out.writeInt32BE(v.getLowBits(), at + 4);
   return at + 8;
-}
-
-function writeVarIntBytes(out: Buffer, at: number, v: Buffer | Field | null): number {
-  if (v === null) return writeVarInt(out, at, -1);
-  const o = writeVarInt(out, at, v.length);
-  if (Buffer.isBuffer(v)) return o + v.copy(out, o);
-  if (typeof v.data === "string") return o + out.write(v.data, o, v.length, "utf8");
-  return o + v.data.copy(out, o);
 }
 
 /** Zig-zag varint of a 32-bit integer (kafkajs `writeVarInt`). */
