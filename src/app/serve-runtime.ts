@@ -26,6 +26,7 @@ import { InFlightRecords } from "../observability/in-flight-records.js";
 import { LagMonitor } from "../observability/lag-monitor.js";
 import { LifecycleLog } from "../observability/lifecycle-log.js";
 import { LiveSnapshot } from "../observability/live-snapshot.js";
+import { ownFieldsChild } from "../observability/logger.js";
 import { SluiceMetrics } from "../observability/metrics.js";
 import { ObservabilityServer } from "../observability/observability-server.js";
 import { ModelSwitch } from "../processor/model-switch.js";
@@ -73,7 +74,10 @@ export async function startServeRuntime(config: SluiceConfig, logger: Logger): P
   });
   const detachMetrics = metrics.attach(events);
   // One request-log line per micro-batch (counts, timings, hashed ids); skipped above level info.
-  const detachBatchLog = new BatchLog({ logger: logger.child({ component: "batch-log" }) }).attach(events);
+  // Its fields are all Sluice's own, so only the user's redaction paths apply to it (logger.ts).
+  const detachBatchLog = new BatchLog({
+    logger: ownFieldsChild(logger, { component: "batch-log" }, config.observability.redactPaths),
+  }).attach(events);
   // One warn line per committed dead letter (code, stage, source offset, hashed id; never the record).
   const detachDeadLetterLog = new DeadLetterLog({
     logger: logger.child({ component: "dead-letters" }),

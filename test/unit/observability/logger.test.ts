@@ -1,6 +1,11 @@
 import { hostname } from "node:os";
 import { describe, expect, it } from "vitest";
-import { createLogger, effectiveRedactPaths, REDACTED } from "../../../src/observability/logger.js";
+import {
+  createLogger,
+  effectiveRedactPaths,
+  ownFieldsChild,
+  REDACTED,
+} from "../../../src/observability/logger.js";
 
 const CANARY = "canary-7f3a-PAYLOAD-do-not-log";
 
@@ -47,6 +52,24 @@ describe("createLogger", () => {
     expect(() => createLogger({ destination, level: "loud" as never })).toThrow(
       expect.objectContaining({ code: "CONFIG_INVALID" }),
     );
+  });
+
+  it("an own-fields child (the request log) applies only the user's paths; its parent is unchanged", () => {
+    const { lines, destination } = capture();
+    const root = createLogger({ destination, redactPaths: ["batch.partitions"] });
+    const own = ownFieldsChild(root, { component: "batch-log" }, ["batch.partitions"]);
+    // Sluice's own fields whose names a payload path would also match are written as they are.
+    own.info({ batch: { size: 2, key: "k-hash", partitions: ["requests:0"] } }, "batch");
+    root.info({ batch: { key: CANARY } }, "other");
+    const [line, other] = lines.map((l) => JSON.parse(l));
+    expect(line.component).toBe("batch-log");
+    expect(line.batch).toEqual({ size: 2, key: "k-hash", partitions: REDACTED });
+    expect(other.batch).toEqual({ key: REDACTED });
+    const { lines: plain, destination: d2 } = capture();
+    ownFieldsChild(createLogger({ destination: d2 }), { component: "batch-log" }).info({
+      batch: { value: 1 },
+    });
+    expect(JSON.parse(plain[0]!).batch).toEqual({ value: 1 });
   });
 
   it("respects the level", () => {
