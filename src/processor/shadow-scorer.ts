@@ -98,7 +98,7 @@ export class ShadowScorer {
         const result = buildResult(
           {
             request: item.request,
-            source: { ...item.task.tp, offset: item.source.offset },
+            source: item.source, // the record's topic, partition and offset (the task's, at intake)
             requestTimestamp: item.timestampMs,
             model: c.identity,
             queueMs: Math.max(0, started - item.enqueuedAtMs),

@@ -285,14 +285,19 @@ class RecordReader {
 
   /** Varint-length bytes: null for length -1, else a view of the fetch's buffer (as kafkajs's). */
   bytes(): Buffer | null {
+    const length = this.skipBytes();
+    return length === -1 ? null : this.buffer.subarray(this.pos - length, this.pos);
+  }
+
+  /** Steps over varint-length bytes, which end at `pos`; their length, -1 for null. */
+  private skipBytes(): number {
     const length = this.varInt();
-    if (length === -1) return null;
-    const from = this.pos;
+    if (length === -1) return -1;
     this.pos += length;
     if (length < 0 || this.pos > this.end) {
       throw new FetchDecodeError("a record's key, value or header runs past the end of its record");
     }
-    return this.buffer.subarray(from, this.pos);
+    return length;
   }
 
   /**
@@ -300,13 +305,9 @@ class RecordReader {
    * (content-type, x-request-id, …): a known one is matched in place, with no view or string made.
    */
   private headerName(): string {
-    const length = this.varInt();
+    const length = this.skipBytes();
     if (length === -1) return "null";
-    const from = this.pos;
-    this.pos += length;
-    if (length < 0 || this.pos > this.end) {
-      throw new FetchDecodeError("a record's key, value or header runs past the end of its record");
-    }
+    const from = this.pos - length;
     for (const known of KNOWN_NAMES) {
       if (known.bytes.length === length && sameBytes(known.bytes, this.buffer, from)) return known.name;
     }
