@@ -11,9 +11,10 @@
  *    the default commit interval (100 ms under EOS), a logged (changelog-backed) in-memory dedup store
  *    keyed by request id, one result per record in Sluice's result shape: a zero embedding of 384
  *    floats for a text request, the same logistic regression (same weights, float32) for a V2 request.
- *  - The kafkajs floor (no-op mode; bench/kafkajs-floor.ts): kafkajs alone doing the least an
- *    exactly-once processor with a dedup store must do per record, so Sluice's own cost shows apart
- *    from its client's.
+ *  - The kafkajs floor (bench/kafkajs-floor.ts, both modes): kafkajs alone doing the least an
+ *    exactly-once processor with a dedup store must do per record (in the logistic mode the regression
+ *    inline, as Kafka Streams computes it), so Sluice's own cost shows apart from its client's, and what
+ *    ×2 Kafka Streams asks of Sluice shows against what kafkajs alone does on this machine.
  *
  * Each run gets fresh output topics and a fresh consumer group / application id, so each side reads the
  * whole backlog from its start. Per run: the sustained rate from the first to the last result a
@@ -104,7 +105,7 @@ const SAMPLE = 200;
 
 type Mode = "noop" | "logistic";
 /**
- * BENCH_CEILING_FLOOR ("1"; "0" = off): in the no-op mode, also the kafkajs floor (bench/kafkajs-floor.ts):
+ * BENCH_CEILING_FLOOR ("1"; "0" = off): also the kafkajs floor (bench/kafkajs-floor.ts), in both modes:
  * kafkajs alone doing the least an exactly-once processor must do per record, to tell the client's
  * cost from Sluice's own.
  */
@@ -440,7 +441,7 @@ async function main(): Promise<void> {
       const sides: Side[] = [
         ...SLUICE_PROCESSES.map((n): Side => `sluice-${n}`),
         ...KSTREAMS_THREADS.map((n): Side => `kstreams-${n}`),
-        ...(FLOOR && mode === "noop" ? (["kafkajs"] as const) : []),
+        ...(FLOOR ? (["kafkajs"] as const) : []),
       ];
       // Round 0 warms a freshly started broker up (its JIT, the transaction paths); it is not reported.
       for (let round = m === 0 && WARMUP ? 0 : 1; round <= ROUNDS; round++) {
@@ -534,7 +535,7 @@ async function runOnce(bench: Bench, mode: Mode, side: Side, round: number, atte
     children = [
       start(
         process.execPath,
-        [...NODE_ARGS, FLOOR_SCRIPT, bench.brokers.join(","), requests, results, base],
+        [...NODE_ARGS, FLOOR_SCRIPT, bench.brokers.join(","), requests, results, base, mode],
         logPath,
       ),
     ];
@@ -843,6 +844,23 @@ function ratioLine(rs: Run[], sluice: Side, side: Side): string {
   );
 }
 
+/**
+ * What the ×2 goal asks of Sluice next to what kafkajs alone does in the same run: twice each Kafka
+ * Streams variant's median rate against the floor's median, and what the goal's rate is of the floor's.
+ */
+function goalAgainstFloor(rs: Run[]): string[] {
+  const rates = (side: Side) => rs.filter((r) => r.side === side).map((r) => r.rate);
+  const floor = rates("kafkajs");
+  if (floor.length === 0) return [];
+  const floorMedian = median(floor);
+  return KSTREAMS_THREADS.map((n): Side => `kstreams-${n}`)
+    .filter((side) => rates(side).length > 0)
+    .map((side) => {
+      const goal = 2 * median(rates(side));
+      return `×2 ${sideLabel(side)}'s median = ${goal.toFixed(0)} results/s; kafkajs alone's median in this run ${floorMedian.toFixed(0)} (rounds ${floor.map((x) => x.toFixed(0)).join(", ")}): the goal is ${((100 * goal) / floorMedian).toFixed(0)} % of the floor's rate.`;
+    });
+}
+
 function report(
   runs: Run[],
   c: { startedAt: Date; load0: number[]; brokerNote: string; words: number[]; java: string },
@@ -859,7 +877,7 @@ function report(
     `**Sluice**: \`node bin/sluice.js serve\`, each its own process, ${SLUICE_PROCESSES.join(" or ")} of them with the same configuration (separate runs; members of one consumer group, as replicas run; their CPU is summed), defaults (transactions on, \`delivery.commitIntervalMs\` 100, \`model.workers\` auto) but for the topics, the group, \`delivery.defaultTimeoutMs\` (a day, so no backlog request expires) and the model: the no-op model (src/model/noop-model.ts, handed to serve by bench/noop-serve.ts) with JSON in and out, or the logistic regression (\`model.task: tensor\`) with V2 JSON in and out. ` +
       `**Kafka Streams** 3.9.1 (bench/kafka-streams/, ${c.java}, JVM defaults): \`processing.guarantee=exactly_once_v2\`, default \`commit.interval.ms\` (100 under EOS), \`num.stream.threads\` ${threads} (separate runs), a logged in-memory dedup store keyed by request id, one result per record in Sluice's shape (a zero embedding of 384 floats, or the same logistic regression in float32).` +
       (FLOOR
-        ? " **kafkajs alone (floor)**, no-op mode only (bench/kafkajs-floor.ts, its own Node.js process): kafkajs with Sluice's produce encoding, per record only a JSON parse for the id, one result of the same size from a template built once and one changelog entry, in one transaction per fetched batch with its offset, a transactional producer per input partition: what kafkajs itself costs on this path, with none of Sluice's work."
+        ? " **kafkajs alone (floor)** (bench/kafkajs-floor.ts, its own Node.js process): kafkajs with Sluice's produce encoding, per record only a JSON parse for the id (and in the logistic mode the regression in float32 on the request's row), one result of Sluice's shape and size from a template built once and one changelog entry, in one transaction per fetched batch with its offset, a transactional producer per input partition: what kafkajs itself costs on this path, with none of Sluice's work (no validation, deadlines, micro-batches, model runtime, metrics or logs)."
         : ""),
     `Rate = results from the first to the last one a read_committed reader (the Java client, its own process) sees; ${SPAN_FROM} → last result = from ${START === "running" ? "the commit that lands the backlog" : "the side's process spawn (start-up, group join and the whole drain)"} to that last result (a side that takes in much of the backlog before its first result commits looks faster in the window than it is). CPU = utime + stime from /proc: the process from its start (start-up included) and within that window; the broker's and the reader's in the window; rest = the machine's other busy CPU in the window (the bench itself and whatever else runs on the machine; each run starts after 3 s with less than ${QUIET_CORES} of a core busy besides the broker, waiting at most ${QUIET_WAIT_MS / 1000} s, else it is marked "not quiet"; a run during which the rest averaged more than ${MAX_REST_CORES} cores is run again, at most ${ATTEMPTS} attempts, and the least crowded attempt is the one shown, its number in "attempt"). Exactly once = every request id exactly once among the committed results, all \`ok\`. Calibration = the machine's own speed at the run: ms for a fixed piece of single-threaded work in the bench's process (an integer loop, JSON round trips, a pass over 64 MiB; best of 3) ${START === "running" ? "just before the landing" : "just before the spawn"} and just after the last result${calibrations.length ? `; the fastest of this bench ${Math.min(...calibrations).toFixed(0)} ms, the slowest ${Math.max(...calibrations).toFixed(0)} ms` : ""} (a machine slowed in its cores, its allocator or its memory shows there, whatever the side; a slower kernel network path, which the broker and every side share, does not).`,
   ];
@@ -883,6 +901,7 @@ function report(
           ...(rs.some((r) => r.side === "kafkajs") ? (["kafkajs"] as const) : []),
         ].map((other) => `- ${ratioLine(rs, `sluice-${p}`, other)}`),
       ),
+      ...goalAgainstFloor(rs).map((line) => `- ${line}`),
       "",
       sampleChecks(mode, rs),
     );
