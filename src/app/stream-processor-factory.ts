@@ -132,8 +132,8 @@ export function createStreamProcessor(
     resultsTopic: o.resultsTopic,
     backfillResultsTopic: o.backfillResultsTopic ?? o.resultsTopic,
     deadLetterTopic: o.deadLetterTopic,
-    encodeResult: (result) => encoder.encodeRecord(result),
-    ...(backfillEncoder ? { encodeBackfillResult: (result) => backfillEncoder.encodeRecord(result) } : {}),
+    encodeResult: (result) => encoder.encode(result),
+    ...(backfillEncoder ? { encodeBackfillResult: (result) => backfillEncoder.encode(result) } : {}),
     // Fits one transaction and one send (and so the broker's default message size limit).
     maxDeadLetterBytes: Math.min(o.maxTransactionBytes, MAX_SEND_BYTES) - 64,
   });
@@ -147,7 +147,7 @@ export function createStreamProcessor(
       ? {
           shadow: new ShadowScorer({
             ...o.shadow,
-            encode: (result) => encoder.encodeRecord(result),
+            encode: (result) => encoder.encode(result),
             maxQueued: SHADOW_QUEUE_ITEMS,
             maxBatch: o.maxBatchSize,
             clock: systemClock,

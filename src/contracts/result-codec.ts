@@ -2,7 +2,7 @@ import { avroType } from "./avro-schemas.js";
 import { type Codec, codecFromHeaders, contentTypeFor, isCodec, type RecordHeaders } from "./codec.js";
 import type { FallbackReason, InferenceOutput, InferenceResult, ResultStatus } from "./inference.js";
 import { frameRegistryPayload } from "./registry-wire.js";
-import { encodeV2ResultText } from "./v2-json-codec.js";
+import { encodeV2Result } from "./v2-json-codec.js";
 
 /**
  * Encoding of results (schemas/inference-result.avsc). JSON carries embeddings as plain numbers;
@@ -19,9 +19,14 @@ export interface ResultEncoderOptions {
   registrySchemaId?: number;
 }
 
-/** An encoded result as the producer takes it: its value (JSON as text, Avro as bytes) and headers. */
+/**
+ * An encoded result as the producer takes it: its value's bytes (JSON and V2 JSON as UTF-8, Avro as
+ * the codec's bytes) and headers. A Buffer, not a JSON result's text: the value waits for its
+ * transaction's commit, and a Buffer's bytes (pooled, outside V8's heap) are not copied by each young
+ * collection it lives through, as a string's are (BENCHMARKS.md, "Result bytes off the heap").
+ */
 export interface EncodedResult {
-  value: Buffer | string;
+  value: Buffer;
   headers: Record<string, string>;
 }
 
@@ -46,18 +51,8 @@ export class ResultEncoder {
     avroType("inference-result");
   }
 
-  encode(result: InferenceResult): { value: Buffer; headers: Record<string, string> } {
-    const { value, headers } = this.encodeRecord(result);
-    return { value: typeof value === "string" ? Buffer.from(value, "utf8") : value, headers };
-  }
-
-  /**
-   * `encode` as the producer takes it: a JSON result's value is its text, which the produce encoding
-   * writes straight into the request (src/kafka/protocol/produce-encoding.ts) instead of into a Buffer
-   * of its own first. The bytes on the wire are the same.
-   */
-  encodeRecord(result: InferenceResult): EncodedResult {
-    if (this.codec === "v2-json") return encodeV2ResultText(result);
+  encode(result: InferenceResult): EncodedResult {
+    if (this.codec === "v2-json") return encodeV2Result(result);
     const headers = this.headers as Record<string, string>;
     if (this.codec === "avro") {
       return { value: avroType("inference-result").toBuffer(toAvro(result)), headers };
@@ -66,7 +61,7 @@ export class ResultEncoder {
       const payload = avroType("inference-result").toBuffer(toAvro(result));
       return { value: frameRegistryPayload(this.registrySchemaId as number, payload), headers };
     }
-    return { value: JSON.stringify(normalize(result)), headers };
+    return { value: Buffer.from(JSON.stringify(normalize(result)), "utf8"), headers };
   }
 }
 

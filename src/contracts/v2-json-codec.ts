@@ -144,15 +144,6 @@ export interface V2InferenceResponse {
 }
 
 export function encodeV2Result(result: InferenceResult): { value: Buffer; headers: Record<string, string> } {
-  const { value, headers } = encodeV2ResultText(result);
-  return { value: Buffer.from(value, "utf8"), headers };
-}
-
-/** `encodeV2Result` with the value as its JSON text (what the producer takes, see ResultEncoder.encodeRecord). */
-export function encodeV2ResultText(result: InferenceResult): {
-  value: string;
-  headers: Record<string, string>;
-} {
   const parameters: Record<string, string | number | boolean> = {
     status: result.status,
     source_topic: result.source.topic,
@@ -180,7 +171,7 @@ export function encodeV2ResultText(result: InferenceResult): {
     outputs: v2Outputs(result.output),
   };
   return {
-    value: JSON.stringify(response),
+    value: Buffer.from(JSON.stringify(response), "utf8"),
     headers: { "content-type": "application/json", [REQUEST_ID_HEADER]: result.id },
   };
 }
