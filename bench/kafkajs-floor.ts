@@ -78,18 +78,19 @@ function probability(x: readonly number[]): number {
   return Math.fround(1 / (1 + Math.exp(-z)));
 }
 
-interface V2Request {
+/** What the floor reads of a request: its id (a JSON request's or a V2 one's) and a V2 request's row. */
+interface FloorRequest {
   id: string;
-  inputs: { data: number[] }[];
+  inputs?: { data: number[] }[];
 }
 
 /** One result's value and headers for one request's bytes. */
 function answer(value: Buffer): { id: string; value: Buffer; headers?: Record<string, string> } {
-  const parsed = JSON.parse(value.toString("utf8")) as V2Request;
+  const parsed = JSON.parse(value.toString("utf8")) as FloorRequest;
   const id = parsed.id;
   const quoted = JSON.stringify(id).slice(1, -1);
   if (mode === "noop") return { id, value: Buffer.from(HEAD + quoted + TAIL) };
-  const p = probability(parsed.inputs[0]?.data ?? []);
+  const p = probability(parsed.inputs?.[0]?.data ?? []);
   return {
     id,
     value: Buffer.from(V2_HEAD + quoted + V2_MID + String(p) + V2_TAIL),
