@@ -9,7 +9,8 @@
 #           slo: bench:slo's tables (env BENCH_SLO_* as bench/slo-bench.ts reads them; default here
 #           1 instance, 10 requests/s, 2 repeats, 20 s alone, 1500 rows);
 #           ceiling: bench:ceiling's tables (env BENCH_CEILING_*; default here the no-op mode, one
-#           round against Kafka Streams with 2 threads per side and round, no warm-up round).
+#           round against Kafka Streams with 2 threads per side and round, no warm-up round, and
+#           600,000 records set here, so a revision whose bench had another default drains the same).
 #
 #   KAFKA_BROKERS=127.0.0.1:19092 bench/ab.sh pipeline|slo|ceiling REV [ROUNDS]
 set -euo pipefail
@@ -34,7 +35,7 @@ case "$bench" in
   ceiling)
     export BENCH_CEILING_MODES="${BENCH_CEILING_MODES:-noop}" BENCH_CEILING_ROUNDS="${BENCH_CEILING_ROUNDS:-1}"
     export BENCH_CEILING_KSTREAMS_THREADS="${BENCH_CEILING_KSTREAMS_THREADS:-2}" BENCH_CEILING_WARMUP="${BENCH_CEILING_WARMUP:-0}"
-    export BENCH_CEILING_OUTPUT=-
+    export BENCH_CEILING_RECORDS="${BENCH_CEILING_RECORDS:-600000}" BENCH_CEILING_OUTPUT=-
     run() { node dist/bench/ceiling-bench.js 2>/dev/null | grep -E '^\||^- Sluice' || true; }
     ;;
   *)
